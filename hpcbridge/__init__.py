@@ -1,0 +1,39 @@
+"""hpcbridge: one file API over HPC storage and Hadoop storage.
+
+HPC parallel file systems (through their POSIX mount, MPI-IO and parallel HDF5) and HDFS serve
+each other's workloads through a thin shim: readahead, exposed block layout, PLFS-style log
+containers, collective-I/O aggregation and locality-aware Dask scheduling.
+
+>>> import hpcbridge
+>>> fs = hpcbridge.connect("file:///")
+>>> fs.scheme
+'file'
+
+Subpackages: :mod:`hpcbridge.fs` (API and backends), :mod:`hpcbridge.arrow` (pyarrow),
+:mod:`hpcbridge.cli` (the ``hpcbridge`` command), :mod:`hpcbridge.testing` (conformance suite).
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from .errors import BackendUnavailable, InvalidURLError, MissingDependencyError, UnknownSchemeError
+from .fs import BlockLocation, Capabilities, FileInfo, FileSystem, connect, open, url_to_fs
+
+try:
+    __version__ = _version("hpcbridge")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "connect",
+    "open",
+    "url_to_fs",
+    "FileSystem",
+    "FileInfo",
+    "BlockLocation",
+    "Capabilities",
+    "BackendUnavailable",
+    "InvalidURLError",
+    "MissingDependencyError",
+    "UnknownSchemeError",
+    "__version__",
+]

@@ -1,0 +1,373 @@
+"""The abstract FileSystem every backend implements.
+
+A backend subclasses :class:`FileSystem`, sets ``scheme``, ``backend_name`` and
+``capabilities``, and implements the small protected core marked ``@abstractmethod``
+(``_open_raw``, ``_info``, ``_iterdir``, ``_mkdir``, ``_rm_file``, ``_rmdir``, ``_rename``,
+``_block_locations``). The public methods here validate arguments once for every backend
+(absolute paths, URLs of the right file system, non-negative offsets, capabilities) and build
+the rest (``ls``, ``walk``, ``rm -r``, ``pread``/``pwrite``, ``read_ranges``, ...) on that core.
+A backend may override any of those for speed.
+
+Protected methods receive normalised absolute paths (no scheme, no host) and raise the builtin
+``OSError`` subclasses with the URL as ``filename`` (see :func:`hpcbridge.errors.os_error`).
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import io
+import os
+from collections.abc import Iterable, Iterator
+from typing import ClassVar
+
+from ..errors import InvalidURLError, os_error
+from .file import OpenMode, check_offset, wrap_raw
+from .types import BlockLocation, Capabilities, FileInfo
+from .url import format_url, normalize_path, parse_url
+
+__all__ = ["FileSystem"]
+
+
+def _rebuild_filesystem(cls, netloc, options):
+    return cls(netloc, **options)
+
+
+class FileSystem(abc.ABC):
+    """A storage backend addressed by URLs of one scheme and one authority (host:port).
+
+    Obtain one with :func:`hpcbridge.connect`. All paths given to its methods are absolute
+    paths (``/data/x``) or full URLs of this file system (``hdfs://nn:9820/data/x``).
+
+    Instances pickle to their URL authority and options, so they can be sent to MPI ranks and
+    Dask workers, where they reconnect.
+    """
+
+    #: URL scheme served (``"file"``, ``"hdfs"``, ...).
+    scheme: ClassVar[str] = ""
+    #: Short name used in error messages (``"posix"``).
+    backend_name: ClassVar[str] = ""
+    #: What the backend supports; see :class:`~hpcbridge.fs.types.Capabilities`.
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, netloc: str = "", **options):
+        #: ``host:port`` (or ``user@host:port``) of the service; empty for local backends.
+        self.netloc = netloc
+        #: The options the file system was created with (kept for pickling).
+        self.options = dict(options)
+
+    @classmethod
+    def from_url(cls, url, **options) -> "FileSystem":
+        """Create the file system serving ``url`` (a :class:`~hpcbridge.fs.url.URL`)."""
+        return cls(url.netloc, **options)
+
+    # -- identity ---------------------------------------------------------------------------
+    def __reduce__(self):
+        return (_rebuild_filesystem, (type(self), self.netloc, self.options))
+
+    def __eq__(self, other) -> bool:
+        return (
+            type(other) is type(self)
+            and other.netloc == self.netloc
+            and other.options == self.options
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.netloc, tuple(sorted(self.options.items(), key=str))))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.scheme}://{self.netloc}>"
+
+    def url(self, path: str) -> str:
+        """The full URL of absolute ``path`` on this file system."""
+        return format_url(self.scheme, self.netloc, path)
+
+    def _path(self, path) -> str:
+        """Normalise a path or URL of this file system to an absolute path, or raise."""
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, str):
+            raise TypeError(f"expected a path or URL string, got {type(path).__name__}: {path!r}")
+        if path.startswith("/"):
+            return normalize_path(path)
+        parsed = parse_url(path)
+        if parsed.scheme != self.scheme or parsed.netloc != self.netloc:
+            raise InvalidURLError(
+                f"{path!r} is not on this file system ({self.scheme}://{self.netloc}); "
+                "use hpcbridge.connect() for it"
+            )
+        return parsed.path
+
+    def _error(self, code: int, path: str, detail: str | None = None) -> OSError:
+        return os_error(code, self.url(path), self.backend_name, detail)
+
+    def _unsupported(self, what: str, path: str, advice: str = "") -> io.UnsupportedOperation:
+        text = f"{what} is not supported by the {self.backend_name} backend ({self.url(path)})"
+        return io.UnsupportedOperation(text + (f"; {advice}" if advice else ""))
+
+    # -- the core a backend implements ------------------------------------------------------
+    @abc.abstractmethod
+    def _open_raw(self, path: str, mode: OpenMode):
+        """Open ``path`` unbuffered: an io.RawIOBase with ``preadinto``/``pwrite``/``sync``."""
+
+    @abc.abstractmethod
+    def _info(self, path: str) -> FileInfo:
+        """Metadata of ``path``; FileNotFoundError if it does not exist."""
+
+    @abc.abstractmethod
+    def _iterdir(self, path: str) -> Iterator[FileInfo]:
+        """Entries of directory ``path``, streamed, in any order."""
+
+    @abc.abstractmethod
+    def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
+        """Create directory ``path`` with POSIX ``mkdir``/``mkdir -p`` semantics."""
+
+    @abc.abstractmethod
+    def _rm_file(self, path: str) -> None:
+        """Remove the file ``path``."""
+
+    @abc.abstractmethod
+    def _rmdir(self, path: str) -> None:
+        """Remove the empty directory ``path``."""
+
+    @abc.abstractmethod
+    def _rename(self, src: str, dst: str) -> None:
+        """Rename with POSIX ``rename(2)`` semantics (replacing a destination file)."""
+
+    @abc.abstractmethod
+    def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
+        """Blocks covering ``[start, start+length)`` of file ``path`` (already clipped to its size)."""
+
+    # -- public API -------------------------------------------------------------------------
+    def open(self, path, mode: str = "rb", buffering: int = -1, encoding=None, errors=None, newline=None):
+        """Open a file, as the builtin ``open``: binary and buffered by default.
+
+        Parameters
+        ----------
+        path:
+            Absolute path or URL on this file system.
+        mode:
+            ``rb``, ``wb``, ``ab``, ``xb``, ``r+b``, ``w+b``...; without ``b`` the file is
+            opened in text mode (UTF-8 unless ``encoding`` says otherwise).
+        buffering:
+            Buffer size in bytes; ``0`` for an unbuffered raw file; ``-1`` for the default (1 MiB).
+
+        Returns
+        -------
+        A file object (context manager) with ``read``/``readinto``/``write``/``seek`` and, in
+        binary mode, positional ``pread``/``preadinto``/``pwrite`` and ``sync``.
+        """
+        p = self._path(path)
+        m = OpenMode.parse(mode, self.url(p))
+        if m.readable and m.writable and not self.capabilities.read_write:
+            raise self._unsupported(f"read-write mode {mode!r}", p, "open for reading or writing only")
+        if m.append and not self.capabilities.append:
+            raise self._unsupported("append mode", p)
+        raw = self._open_raw(p, m)
+        try:
+            return wrap_raw(raw, m, buffering, encoding, errors, newline)
+        except BaseException:
+            raw.close()
+            raise
+
+    def info(self, path) -> FileInfo:
+        """Metadata of a file or directory (size, type, mtime, mode, owner, replication, block size)."""
+        return self._info(self._path(path))
+
+    def exists(self, path) -> bool:
+        """Whether ``path`` exists."""
+        try:
+            self._info(self._path(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
+
+    def isdir(self, path) -> bool:
+        """Whether ``path`` is an existing directory."""
+        try:
+            return self._info(self._path(path)).is_dir
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def isfile(self, path) -> bool:
+        """Whether ``path`` is an existing regular file."""
+        try:
+            return self._info(self._path(path)).is_file
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def iterdir(self, path) -> Iterator[FileInfo]:
+        """Stream the entries of a directory (no full listing held in memory)."""
+        p = self._path(path)
+        info = self._info(p)
+        if not info.is_dir:
+            raise self._error(errno.ENOTDIR, p)
+        return self._iterdir(p)
+
+    def ls(self, path, detail: bool = False) -> list:
+        """List a directory, sorted by name: paths, or :class:`FileInfo` with ``detail=True``.
+
+        Listing a file returns that file alone, as ``ls`` does.
+        """
+        p = self._path(path)
+        info = self._info(p)
+        entries = [info] if not info.is_dir else sorted(self._iterdir(p), key=lambda e: e.path)
+        return entries if detail else [e.path for e in entries]
+
+    def walk(self, path) -> Iterator[tuple[str, list[str], list[str]]]:
+        """Walk a tree top-down like ``os.walk``: ``(dirpath, dirnames, filenames)``."""
+        top = self._path(path)
+        stack = [top]
+        while stack:
+            current = stack.pop()
+            dirs, files = [], []
+            for entry in self._iterdir(current):
+                name = entry.path.rsplit("/", 1)[-1]
+                (dirs if entry.is_dir else files).append(name)
+            dirs.sort()
+            files.sort()
+            yield current, dirs, files
+            stack.extend(f"{current.rstrip('/')}/{d}" for d in reversed(dirs))
+
+    def find(self, path) -> list[str]:
+        """All files below ``path`` (or ``path`` itself if it is a file), sorted."""
+        p = self._path(path)
+        if not self._info(p).is_dir:
+            return [p]
+        return sorted(
+            f"{d.rstrip('/')}/{name}" for d, _, names in self.walk(p) for name in names
+        )
+
+    def mkdir(self, path, parents: bool = False, exist_ok: bool = False) -> None:
+        """Create a directory; with ``parents=True`` also its missing parents (``mkdir -p``).
+
+        Raises FileExistsError if it exists (a directory with ``exist_ok`` is fine), and
+        FileNotFoundError if the parent is missing and ``parents`` is false.
+        """
+        self._mkdir(self._path(path), parents, exist_ok)
+
+    def rmdir(self, path) -> None:
+        """Remove an empty directory."""
+        p = self._path(path)
+        if not self._info(p).is_dir:
+            raise self._error(errno.ENOTDIR, p)
+        self._rmdir(p)
+
+    def rm(self, path, recursive: bool = False) -> None:
+        """Remove a file, or a directory tree with ``recursive=True``.
+
+        Raises IsADirectoryError for a directory without ``recursive``.
+        """
+        p = self._path(path)
+        info = self._info(p)
+        if not info.is_dir:
+            self._rm_file(p)
+        elif not recursive:
+            raise self._error(errno.EISDIR, p, "pass recursive=True to remove a directory")
+        elif p == "/":
+            raise self._error(errno.EBUSY, p, "refusing to remove the root directory")
+        else:
+            self._rm_tree(p)
+
+    def _rm_tree(self, path: str) -> None:
+        for entry in list(self._iterdir(path)):
+            if entry.is_dir:
+                self._rm_tree(entry.path)
+            else:
+                self._rm_file(entry.path)
+        self._rmdir(path)
+
+    def rename(self, src, dst) -> None:
+        """Rename ``src`` to ``dst`` with POSIX semantics.
+
+        A destination file is replaced atomically where ``capabilities.rename_replaces``; a
+        destination directory must be empty (and ``src`` a directory too).
+        """
+        s, d = self._path(src), self._path(dst)
+        if s == d:
+            self._info(s)  # POSIX: a no-op, but the source must exist
+            return
+        self._rename(s, d)
+
+    def block_locations(self, path, start: int = 0, length: int | None = None) -> list[BlockLocation]:
+        """Where the bytes ``[start, start+length)`` of a file are stored.
+
+        Returns one :class:`BlockLocation` per storage block (HDFS block, stripe unit, logical
+        block), clipped to the requested range and the file's size; empty for an empty range.
+        """
+        p = self._path(path)
+        url = self.url(p)
+        check_offset(start, url, "start")
+        if length is not None:
+            check_offset(length, url, "length")
+        info = self._info(p)
+        if info.is_dir:
+            raise self._error(errno.EISDIR, p)
+        end = info.size if length is None else min(info.size, start + length)
+        if start >= end:
+            return []
+        return self._block_locations(p, info, start, end - start)
+
+    # -- positional and whole-file helpers ----------------------------------------------------
+    def pread(self, path, offset: int, length: int) -> bytes:
+        """Read up to ``length`` bytes at ``offset`` of a file (short only at end of file)."""
+        p = self._path(path)
+        check_offset(offset, self.url(p))
+        check_offset(length, self.url(p), "length")
+        with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:
+            return raw.pread(length, offset)
+
+    def pwrite(self, path, data, offset: int) -> int:
+        """Write ``data`` at ``offset`` of a file, creating it if missing and keeping the rest.
+
+        Several processes may ``pwrite`` disjoint ranges of one file at once where
+        ``capabilities.concurrent_writers`` holds (the N-1 pattern of HPC checkpoints).
+        """
+        p = self._path(path)
+        check_offset(offset, self.url(p))
+        if not self.capabilities.positional_write:
+            raise self._unsupported(
+                "positional write", p, "write through a PLFS container (plfs+ URLs) instead"
+            )
+        with self._open_raw(p, OpenMode.for_pwrite()) as raw:
+            return raw.pwrite(data, offset)
+
+    def read_ranges(self, path, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        """Read several ``(offset, length)`` ranges of one file with one open."""
+        p = self._path(path)
+        ranges = list(ranges)
+        for offset, length in ranges:
+            check_offset(offset, self.url(p))
+            check_offset(length, self.url(p), "length")
+        with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:
+            return [raw.pread(length, offset) for offset, length in ranges]
+
+    def read_bytes(self, path) -> bytes:
+        """The whole content of a file."""
+        with self.open(path, "rb") as f:
+            return f.read()
+
+    def write_bytes(self, path, data) -> int:
+        """Replace a file's content with ``data`` (creating it); returns the byte count."""
+        with self.open(path, "wb") as f:
+            return f.write(data)
+
+    # -- optional features ------------------------------------------------------------------
+    def getxattr(self, path, name: str) -> bytes:
+        """Value of extended attribute ``name`` (needs ``capabilities.xattrs``)."""
+        raise self._unsupported("extended attributes", self._path(path))
+
+    def setxattr(self, path, name: str, value: bytes) -> None:
+        """Set extended attribute ``name`` (needs ``capabilities.xattrs``)."""
+        raise self._unsupported("extended attributes", self._path(path))
+
+    def listxattr(self, path) -> list[str]:
+        """Names of the extended attributes of ``path`` (needs ``capabilities.xattrs``)."""
+        raise self._unsupported("extended attributes", self._path(path))
+
+    def local_path(self, path) -> str:
+        """The OS path of ``path`` where the storage is mounted locally (for MPI-IO and h5py).
+
+        Raises io.UnsupportedOperation for backends that are not a local mount.
+        """
+        raise self._unsupported("a local OS path", self._path(path))

@@ -1,0 +1,291 @@
+"""File handles: open modes, the raw file interface every backend implements, buffered wrappers.
+
+A backend's ``_open_raw`` returns an unbuffered *raw* file: an :class:`io.RawIOBase` that also
+offers positional ``preadinto``/``pwrite`` (see :class:`RawFile`). :meth:`FileSystem.open`
+wraps it in the standard :mod:`io` buffering classes, subclassed here only to add positional
+I/O and clearer errors, so sequential ``read``/``readinto``/``write`` run at C speed and large
+transfers go straight from the caller's buffer to the raw file without a copy.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+__all__ = [
+    "OpenMode",
+    "RawFile",
+    "BufferedReader",
+    "BufferedWriter",
+    "BufferedRandom",
+    "wrap_raw",
+    "check_offset",
+]
+
+DEFAULT_BUFFER_SIZE = 1 << 20
+
+
+@dataclass(frozen=True)
+class OpenMode:
+    """A parsed ``open`` mode, in the flags the backends act on."""
+
+    readable: bool
+    writable: bool
+    create: bool
+    truncate: bool
+    exclusive: bool
+    append: bool
+    text: bool
+    mode: str
+
+    @classmethod
+    def parse(cls, mode: str, url: str) -> "OpenMode":
+        """Parse a Python ``open`` mode (``rb``, ``wb``, ``ab``, ``xb``, ``r+b``, ``w``, ...).
+
+        Raises
+        ------
+        ValueError
+            For an invalid mode, naming the URL.
+        """
+        if not isinstance(mode, str) or not mode:
+            raise ValueError(f"invalid mode {mode!r} for {url}")
+        chars = set(mode)
+        kinds = chars & set("rwax")
+        if (
+            len(kinds) != 1
+            or not chars <= set("rwaxbt+")
+            or len(mode) != len(chars)
+            or {"b", "t"} <= chars
+        ):
+            raise ValueError(
+                f"invalid mode {mode!r} for {url}: use one of r, w, a, x, optionally with + and b/t"
+            )
+        kind = kinds.pop()
+        plus = "+" in chars
+        return cls(
+            readable=kind == "r" or plus,
+            writable=kind != "r" or plus,
+            create=kind in "wax",
+            truncate=kind == "w",
+            exclusive=kind == "x",
+            append=kind == "a",
+            text="b" not in chars,
+            mode=mode,
+        )
+
+    @classmethod
+    def for_pwrite(cls) -> "OpenMode":
+        """Write-only, create if missing, keep existing contents: what ``FileSystem.pwrite`` needs."""
+        return cls(False, True, True, False, False, False, False, "pwrite")
+
+    @property
+    def binary_mode(self) -> str:
+        """The equivalent binary mode string (``"w"`` -> ``"wb"``)."""
+        return self.mode.replace("t", "") + ("b" if "b" not in self.mode else "")
+
+
+def check_offset(offset: int, url: str, what: str = "offset") -> None:
+    """Raise ``ValueError`` naming ``url`` unless ``offset`` is a non-negative integer."""
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise TypeError(f"{what} must be an int, got {type(offset).__name__} for {url}")
+    if offset < 0:
+        raise ValueError(f"negative {what} {offset} for {url}")
+
+
+class RawFile(io.RawIOBase):
+    """Base class of unbuffered backend files that are not OS file descriptors.
+
+    A subclass implements :meth:`preadinto`, :meth:`pwrite` (or :meth:`write` for streaming
+    writers such as HDFS), :meth:`size` and, where supported, :meth:`truncate`; sequential
+    ``readinto``/``write``/``seek`` are built on them here.
+    """
+
+    def __init__(self, url: str, mode: OpenMode):
+        super().__init__()
+        self.url = url
+        self.name = url
+        self.mode = mode.binary_mode
+        self._open_mode = mode
+        self._pos = 0
+
+    # -- to implement -------------------------------------------------------------------
+    def preadinto(self, buffer, offset: int) -> int:  # pragma: no cover - abstract
+        """Read up to ``len(buffer)`` bytes at ``offset`` into ``buffer``; 0 at end of file."""
+        raise io.UnsupportedOperation(f"positional read is not supported on {self.url}")
+
+    def pwrite(self, data, offset: int) -> int:  # pragma: no cover - abstract
+        """Write all of ``data`` at ``offset``; return the number of bytes written."""
+        raise io.UnsupportedOperation(f"positional write is not supported on {self.url}")
+
+    def size(self) -> int:  # pragma: no cover - abstract
+        """Current size of the file in bytes."""
+        raise io.UnsupportedOperation(f"size is not known for {self.url}")
+
+    def sync(self) -> None:
+        """Make written data durable (default: nothing beyond ``flush``)."""
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Read up to ``size`` bytes at ``offset`` (built on :meth:`preadinto`)."""
+        buffer = bytearray(size)
+        n = self.preadinto(buffer, offset)
+        del buffer[n:]
+        return bytes(buffer)
+
+    # -- io.RawIOBase ----------------------------------------------------------------------
+    def readable(self) -> bool:
+        return self._open_mode.readable
+
+    def writable(self) -> bool:
+        return self._open_mode.writable
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self._check_open()
+        if not self._open_mode.readable:
+            raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
+        n = self.preadinto(buffer, self._pos)
+        self._pos += n
+        return n
+
+    def write(self, data) -> int:
+        self._check_open()
+        if not self._open_mode.writable:
+            raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
+        if self._open_mode.append:
+            self._pos = self.size()
+        n = self.pwrite(data, self._pos)
+        self._pos += n
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        if whence == io.SEEK_SET:
+            target = offset
+        elif whence == io.SEEK_CUR:
+            target = self._pos + offset
+        elif whence == io.SEEK_END:
+            target = self.size() + offset
+        else:
+            raise ValueError(f"invalid whence {whence} for {self.url}")
+        if target < 0:
+            raise ValueError(f"negative seek position {target} for {self.url}")
+        self._pos = target
+        return target
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.url}")
+
+
+class _Positional:
+    """Positional I/O and URL-naming errors, mixed into the io buffering classes."""
+
+    url: str
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Read up to ``size`` bytes at ``offset`` without moving the file position."""
+        check_offset(offset, self.url)
+        check_offset(size, self.url, "size")
+        if not self.readable():
+            raise io.UnsupportedOperation(f"pread: {self.url} is open write-only")
+        self._flush_writes()
+        return self.raw.pread(size, offset)
+
+    def preadinto(self, buffer, offset: int) -> int:
+        """Read into ``buffer`` at ``offset`` (zero-copy); returns the byte count, 0 at EOF."""
+        check_offset(offset, self.url)
+        if not self.readable():
+            raise io.UnsupportedOperation(f"preadinto: {self.url} is open write-only")
+        self._flush_writes()
+        return self.raw.preadinto(buffer, offset)
+
+    def pwrite(self, data, offset: int) -> int:
+        """Write all of ``data`` at ``offset`` without moving the file position."""
+        check_offset(offset, self.url)
+        if not self.writable():
+            raise io.UnsupportedOperation(f"pwrite: {self.url} is open read-only (mode {self.mode!r})")
+        if "a" in self.mode:
+            raise io.UnsupportedOperation(
+                f"pwrite: {self.url} is open in append mode, where every write goes to the end"
+            )
+        self._flush_writes()
+        n = self.raw.pwrite(data, offset)
+        if self.readable():
+            # The read buffer may hold the bytes just overwritten: drop it. A SEEK_END seek is the
+            # one that always discards io's read buffer; the second seek restores the position.
+            position = self.tell()
+            self.seek(0, io.SEEK_END)
+            self.seek(position)
+        return n
+
+    def sync(self) -> None:
+        """Flush buffered writes and make them durable (fsync on POSIX, hsync on HDFS)."""
+        self._flush_writes()
+        self.raw.sync()
+
+    def _flush_writes(self) -> None:
+        if self.writable():
+            self.flush()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.mode
+        return f"<hpcbridge {type(self).__name__} {self.url} {state}>"
+
+
+class BufferedReader(_Positional, io.BufferedReader):
+    """A read-only buffered file of any backend (``io.BufferedReader`` plus positional reads)."""
+
+    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        super().__init__(raw, buffer_size)
+        self.url = raw.url
+
+    def write(self, data) -> int:
+        raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
+
+
+class BufferedWriter(_Positional, io.BufferedWriter):
+    """A write-only buffered file of any backend (``io.BufferedWriter`` plus positional writes)."""
+
+    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        super().__init__(raw, buffer_size)
+        self.url = raw.url
+
+    def read(self, size: int = -1) -> bytes:
+        raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
+
+    def readinto(self, buffer) -> int:
+        raise io.UnsupportedOperation(f"readinto: {self.url} is open write-only (mode {self.mode!r})")
+
+
+class BufferedRandom(_Positional, io.BufferedRandom):
+    """A read-write buffered file of any backend (``r+b``, ``w+b``, ``a+b``, ``x+b``)."""
+
+    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        super().__init__(raw, buffer_size)
+        self.url = raw.url
+
+
+def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=None, newline=None):
+    """Wrap a raw backend file in buffering (and text decoding for text modes), like ``open``."""
+    if buffering == 0:
+        if mode.text:
+            raise ValueError(f"can't have unbuffered text I/O on {raw.url}")
+        return raw
+    size = DEFAULT_BUFFER_SIZE if buffering in (-1, 1) or buffering is None else buffering
+    if size < 0:
+        raise ValueError(f"invalid buffering {buffering} for {raw.url}")
+    if mode.readable and mode.writable:
+        buffered = BufferedRandom(raw, size)
+    elif mode.writable:
+        buffered = BufferedWriter(raw, size)
+    else:
+        buffered = BufferedReader(raw, size)
+    if mode.text:
+        return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline)
+    return buffered

@@ -1,0 +1,66 @@
+"""Which mounted file system a path lives on, from ``/proc/self/mountinfo``.
+
+Line format (proc(5)): ``mount-id parent-id major:minor root mount-point mount-options
+[optional-fields...] - fstype source super-options``; the optional fields end at a lone ``-``,
+and spaces, tabs, newlines and backslashes in paths are escaped as octal (``\\040``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+__all__ = ["Mount", "parse_mountinfo", "find_mount"]
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def _unescape(text: str) -> str:
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount: where it is, what file system type, and from which source."""
+
+    mount_point: str
+    fstype: str
+    source: str
+    options: str = ""
+
+
+def parse_mountinfo(text: str) -> list[Mount]:
+    """Parse the text of a mountinfo file into :class:`Mount` records (malformed lines skipped)."""
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            separator = fields.index("-", 6)
+        except ValueError:
+            continue
+        if len(fields) < separator + 3:
+            continue
+        mounts.append(Mount(
+            mount_point=_unescape(fields[4]),
+            fstype=fields[separator + 1],
+            source=_unescape(fields[separator + 2]),
+            options=fields[5],
+        ))
+    return mounts
+
+
+def find_mount(path: str, mounts: list[Mount] | None = None) -> Mount:
+    """The mount holding ``path`` (the longest mount point that contains its real path)."""
+    if mounts is None:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            mounts = parse_mountinfo(f.read())
+    real = os.path.realpath(path)
+    best: Mount | None = None
+    for mount in mounts:
+        point = mount.mount_point.rstrip("/") or "/"
+        if point == "/" or real == point or real.startswith(point + "/"):
+            # Later lines are later mounts: on a tie the last one shadows the others.
+            if best is None or len(point) >= len(best.mount_point.rstrip("/") or "/"):
+                best = mount
+    return best if best is not None else Mount("/", "unknown", "unknown")

@@ -1,0 +1,246 @@
+"""In-memory backend (``memory://name/path``): a real backend without a kernel file descriptor.
+
+It serves three purposes: a scratch store for users' tests, the proof that the file API works
+for backends whose files are not OS descriptors (as HDFS and PLFS files are not), and a second
+member of the conformance suite so the suite itself is checked against two implementations.
+
+Each ``memory://<name>`` is one store shared by every ``MemoryFileSystem`` of that name in the
+process (so a pickled copy in the same process sees the same files); other processes start
+empty.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import threading
+import time
+from collections.abc import Iterator
+
+from .base import FileSystem
+from .file import OpenMode, RawFile
+from .types import BlockLocation, Capabilities, FileInfo, FileType
+
+__all__ = ["MemoryFileSystem"]
+
+_DEFAULT_BLOCK_SIZE = 4 << 20
+
+
+class _Store:
+    """The files and directories of one memory:// name, guarded by one lock."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.files: dict[str, bytearray] = {}
+        self.mtimes: dict[str, float] = {}
+        self.dirs: dict[str, float] = {"/": time.time()}
+
+
+_stores: dict[str, _Store] = {}
+_stores_lock = threading.Lock()
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+class _MemoryRawFile(RawFile):
+    def __init__(self, fs: "MemoryFileSystem", path: str, mode: OpenMode):
+        super().__init__(fs.url(path), mode)
+        self._fs = fs
+        self._path = path
+
+    def _data(self) -> bytearray:
+        data = self._fs._store.files.get(self._path)
+        if data is None:  # removed while open: POSIX keeps the inode; we keep it simple and refuse
+            raise self._fs._error(errno.ENOENT, self._path, "file was removed while open")
+        return data
+
+    def preadinto(self, buffer, offset: int) -> int:
+        view = memoryview(buffer).cast("B")
+        with self._fs._store.lock:
+            data = self._data()
+            chunk = data[offset:offset + len(view)]
+            view[: len(chunk)] = chunk
+            return len(chunk)
+
+    def pwrite(self, data, offset: int) -> int:
+        view = memoryview(data).cast("B")
+        store = self._fs._store
+        with store.lock:
+            target = self._data()
+            end = offset + len(view)
+            if end > len(target):
+                target.extend(bytes(end - len(target)))
+            target[offset:end] = view
+            store.mtimes[self._path] = time.time()
+        return len(view)
+
+    def size(self) -> int:
+        with self._fs._store.lock:
+            return len(self._data())
+
+    def truncate(self, size: int | None = None) -> int:
+        size = self._pos if size is None else size
+        store = self._fs._store
+        with store.lock:
+            data = self._data()
+            if size < len(data):
+                del data[size:]
+            else:
+                data.extend(bytes(size - len(data)))
+            store.mtimes[self._path] = time.time()
+        return size
+
+
+class MemoryFileSystem(FileSystem):
+    """Files held in this process's memory, addressed as ``memory://<name>/path``.
+
+    Parameters
+    ----------
+    block_size:
+        Block size used to cut ``block_locations`` (default 4 MiB); hosts are ``("localhost",)``.
+    """
+
+    scheme = "memory"
+    backend_name = "memory"
+    capabilities = Capabilities(block_locations=False, permissions=False, durable_sync=False)
+
+    def __init__(self, netloc: str = "", *, block_size: int = _DEFAULT_BLOCK_SIZE):
+        if not isinstance(block_size, int) or block_size <= 0:
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+        super().__init__(netloc, block_size=block_size)
+        self.block_size = block_size
+        with _stores_lock:
+            self._store = _stores.setdefault(netloc, _Store())
+
+    def clear(self) -> None:
+        """Remove every file and directory of this store."""
+        with self._store.lock:
+            self._store.files.clear()
+            self._store.mtimes.clear()
+            self._store.dirs.clear()
+            self._store.dirs["/"] = time.time()
+
+    # -- core -------------------------------------------------------------------------------
+    def _open_raw(self, path: str, mode: OpenMode) -> _MemoryRawFile:
+        store = self._store
+        with store.lock:
+            if path in store.dirs:
+                raise self._error(errno.EISDIR, path)
+            exists = path in store.files
+            if exists and mode.exclusive:
+                raise self._error(errno.EEXIST, path)
+            if not exists:
+                if not mode.create:
+                    raise self._error(errno.ENOENT, path)
+                self._check_parent(path)
+                store.files[path] = bytearray()
+                store.mtimes[path] = time.time()
+            elif mode.truncate:
+                del store.files[path][:]
+                store.mtimes[path] = time.time()
+        return _MemoryRawFile(self, path, mode)
+
+    def _check_parent(self, path: str) -> None:
+        parent = _parent(path)
+        if parent not in self._store.dirs:
+            code = errno.ENOTDIR if self._is_under_file(parent) else errno.ENOENT
+            raise self._error(code, path)
+
+    def _is_under_file(self, path: str) -> bool:
+        while path != "/":
+            if path in self._store.files:
+                return True
+            path = _parent(path)
+        return False
+
+    def _info(self, path: str) -> FileInfo:
+        store = self._store
+        with store.lock:
+            if path in store.dirs:
+                return FileInfo(path, self.url(path), FileType.DIRECTORY, 0, store.dirs[path],
+                                stat.S_IFDIR | 0o755, block_size=self.block_size)
+            if path in store.files:
+                return FileInfo(path, self.url(path), FileType.FILE, len(store.files[path]),
+                                store.mtimes[path], stat.S_IFREG | 0o644, block_size=self.block_size)
+            code = errno.ENOTDIR if self._is_under_file(_parent(path)) else errno.ENOENT
+            raise self._error(code, path)
+
+    def _children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        store = self._store
+        return [
+            p for p in (*store.dirs, *store.files)
+            if p != "/" and p.startswith(prefix) and "/" not in p[len(prefix):]
+        ]
+
+    def _iterdir(self, path: str) -> Iterator[FileInfo]:
+        with self._store.lock:
+            infos = [self._info(child) for child in self._children(path)]
+        return iter(infos)
+
+    def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
+        store = self._store
+        with store.lock:
+            if path in store.dirs:
+                if exist_ok:
+                    return
+                raise self._error(errno.EEXIST, path)
+            if path in store.files:
+                raise self._error(errno.EEXIST, path)
+            if parents:
+                missing = []
+                current = path
+                while current not in store.dirs:
+                    if current in store.files:
+                        raise self._error(errno.ENOTDIR, path)
+                    missing.append(current)
+                    current = _parent(current)
+                for d in reversed(missing):
+                    store.dirs[d] = time.time()
+            else:
+                self._check_parent(path)
+                store.dirs[path] = time.time()
+
+    def _rm_file(self, path: str) -> None:
+        with self._store.lock:
+            if path not in self._store.files:
+                raise self._error(errno.ENOENT, path)
+            del self._store.files[path]
+            del self._store.mtimes[path]
+
+    def _rmdir(self, path: str) -> None:
+        with self._store.lock:
+            if self._children(path):
+                raise self._error(errno.ENOTEMPTY, path)
+            del self._store.dirs[path]
+
+    def _rename(self, src: str, dst: str) -> None:
+        store = self._store
+        with store.lock:
+            src_info = self._info(src)
+            self._check_parent(dst)
+            if src_info.is_dir and (dst + "/").startswith(src.rstrip("/") + "/"):
+                raise self._error(errno.EINVAL, dst, f"cannot move {self.url(src)} into itself")
+            if dst in store.dirs:
+                if not src_info.is_dir:
+                    raise self._error(errno.EISDIR, dst)
+                if self._children(dst):
+                    raise self._error(errno.ENOTEMPTY, dst)
+                del store.dirs[dst]
+            elif dst in store.files and src_info.is_dir:
+                raise self._error(errno.ENOTDIR, dst)
+            if src_info.is_dir:
+                prefix = src.rstrip("/") + "/"
+                for table in (store.dirs, store.files, store.mtimes):
+                    for key in [k for k in table if k == src or k.startswith(prefix)]:
+                        table[dst + key[len(src):]] = table.pop(key)
+            else:
+                store.files[dst] = store.files.pop(src)
+                store.mtimes[dst] = store.mtimes.pop(src)
+
+    def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
+        from .layout import chunked_blocks
+
+        return chunked_blocks(start, length, self.block_size, hosts=("localhost",))
