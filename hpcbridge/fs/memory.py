@@ -69,6 +69,8 @@ class _MemoryRawFile(RawFile):
         store = self._fs._store
         with store.lock:
             target = self._data()
+            if not view:  # as pwrite(2): writing nothing does not extend the file
+                return 0
             end = offset + len(view)
             if end > len(target):
                 target.extend(bytes(end - len(target)))

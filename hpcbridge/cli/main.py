@@ -1,0 +1,225 @@
+"""The ``hpcbridge`` command (also ``python -m hpcbridge``).
+
+Every command takes ``--json`` for scripts: the result goes to stdout as one JSON document and
+errors as ``{"error": ..., "type": ...}``. Exit status: 0 success, 1 a failed operation, 2 bad
+usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+from .. import __version__
+from ..errors import HpcbridgeError
+from ..fs.api import url_to_fs
+from ..fs.base import FileSystem
+from ..fs.posix import PosixFileSystem
+from ..fs.transfer import copy_file
+
+__all__ = ["main", "build_parser", "parse_size"]
+
+#: Copies at least this large show a progress bar (when stderr is a terminal or --progress).
+PROGRESS_THRESHOLD = 8 << 20
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``4096``, ``64M``, ``64MiB`` or ``1G`` (binary multiples)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: use e.g. 4096, 64M, 1GiB")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    return number << (10 * " kmgtp".index(unit or " "))
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _print_table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_ls(args) -> object:
+    fs, path = url_to_fs(args.url)
+    entries = fs.ls(path, detail=True)
+    if args.json:
+        return [e.as_dict() for e in entries]
+    if not args.long:
+        for e in entries:
+            print(e.path.rsplit("/", 1)[-1] + ("/" if e.is_dir else ""))
+        return None
+    rows = [[e.permissions, e.owner, e.group, str(e.size),
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime)),
+             e.path.rsplit("/", 1)[-1] + ("/" if e.is_dir else "")] for e in entries]
+    for row in rows:
+        print("  ".join(row))
+    return None
+
+
+def cmd_stat(args) -> object:
+    fs, path = url_to_fs(args.url)
+    info = fs.info(path)
+    if args.json:
+        return {**info.as_dict(), "backend": fs.backend_name, "capabilities": fs.capabilities.as_dict()}
+    fields = [
+        ("url", info.url), ("type", info.type), ("size", f"{info.size} ({_human(info.size)})"),
+        ("mtime", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.mtime))),
+        ("mode", f"{info.permissions} ({info.mode & 0o7777:o})"),
+        ("owner", f"{info.owner}:{info.group}"), ("replication", str(info.replication)),
+        ("block size", _human(info.block_size)), ("backend", fs.backend_name),
+    ]
+    for name, value in fields:
+        print(f"{name:>12}: {value}")
+    return None
+
+
+def cmd_layout(args) -> object:
+    options = {"block_size": args.block_size} if args.block_size else {}
+    fs, path = url_to_fs(args.url, **options)
+    blocks = fs.block_locations(path, args.start, args.length)
+    if args.json:
+        return {"url": fs.url(path), "blocks": [b.as_dict() for b in blocks]}
+    rows = [[str(i), str(b.offset), str(b.length), ",".join(b.hosts) or "-", ",".join(b.racks) or "-",
+             ",".join(b.targets) or "-"] for i, b in enumerate(blocks)]
+    _print_table(rows, ["block", "offset", "length", "hosts", "racks", "targets"])
+    print(f"{len(blocks)} block(s), {_human(sum(b.length for b in blocks))}")
+    return None
+
+
+def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args) -> list[dict]:
+    """Copy a file or (with -r) a directory tree; returns one record per file copied."""
+    info = src_fs.info(src)
+    if dst_fs.isdir(dst):
+        dst = f"{dst.rstrip('/')}/{src.rstrip('/').rsplit('/', 1)[-1]}"
+    if not info.is_dir:
+        pairs = [(src, dst, info.size)]
+    elif not args.recursive:
+        raise IsADirectoryError(21, "Is a directory (use -r to copy a directory)", src_fs.url(src))
+    else:
+        pairs = []
+        dst_fs.mkdir(dst, parents=True, exist_ok=True)
+        for directory, dirs, files in src_fs.walk(src):
+            target_dir = dst + directory[len(src.rstrip("/")):] if directory != src else dst
+            for d in dirs:
+                dst_fs.mkdir(f"{target_dir.rstrip('/')}/{d}", exist_ok=True)
+            for name in files:
+                source = f"{directory.rstrip('/')}/{name}"
+                pairs.append((source, f"{target_dir.rstrip('/')}/{name}", src_fs.info(source).size))
+    total = sum(size for _, _, size in pairs)
+    show = args.progress if args.progress is not None else (sys.stderr.isatty() and not args.json)
+    bar = None
+    if show and total >= PROGRESS_THRESHOLD:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="copy", file=sys.stderr)
+    records = []
+    started = time.perf_counter()
+    try:
+        for source, target, _size in pairs:
+            copied = copy_file(src_fs, source, dst_fs, target, overwrite=not args.no_clobber,
+                               progress=bar.update if bar else None)
+            records.append({"source": src_fs.url(source), "destination": dst_fs.url(target), "bytes": copied})
+    finally:
+        if bar:
+            bar.close()
+    elapsed = time.perf_counter() - started
+    if not args.json:
+        print(f"copied {len(records)} file(s), {_human(total)} in {elapsed:.2f} s"
+              f" ({total / max(elapsed, 1e-9) / 1e6:.1f} MB/s)")
+    return records
+
+
+def cmd_put(args) -> object:
+    local = os.path.abspath(args.local)
+    dst_fs, dst = url_to_fs(args.url)
+    return _copy_tree(PosixFileSystem(), local, dst_fs, dst, args)
+
+
+def cmd_get(args) -> object:
+    src_fs, src = url_to_fs(args.url)
+    return _copy_tree(src_fs, src, PosixFileSystem(), os.path.abspath(args.local), args)
+
+
+# -- parser -------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``hpcbridge`` command."""
+    parser = argparse.ArgumentParser(
+        prog="hpcbridge",
+        description="Inspect and move data on HPC and Hadoop storage through one file API. "
+                    "URLs: /abs/path or file:///abs/path (POSIX mounts), memory://name/path; "
+                    "later hdfs://host:port/path and plfs+<url>.",
+    )
+    parser.add_argument("--version", action="version", version=f"hpcbridge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
+
+    def add(name, func, help_text):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print the result as JSON (for scripts)")
+        p.set_defaults(func=func)
+        return p
+
+    p = add("ls", cmd_ls, "list a directory")
+    p.add_argument("url", help="directory (or file) URL")
+    p.add_argument("-l", "--long", action="store_true", help="long listing: mode, owner, size, mtime")
+
+    p = add("stat", cmd_stat, "show a file's metadata (size, type, mode, owner, replication, block size)")
+    p.add_argument("url")
+
+    p = add("layout", cmd_layout, "show where a file's blocks are stored (hosts, racks, storage targets)")
+    p.add_argument("url")
+    p.add_argument("--start", type=parse_size, default=0, help="first byte (default 0)")
+    p.add_argument("--length", type=parse_size, default=None, help="bytes to cover (default: to the end)")
+    p.add_argument("--block-size", type=parse_size, default=None,
+                   help="logical block size for local file systems (default 64M)")
+
+    for name, func, text, first, second in (
+        ("put", cmd_put, "copy a local file or directory to a URL", "local", "url"),
+        ("get", cmd_get, "copy a URL to a local file or directory", "url", "local"),
+    ):
+        p = add(name, func, text + " (atomic: written to a partial file, renamed into place)")
+        p.add_argument(first)
+        p.add_argument(second)
+        p.add_argument("-r", "--recursive", action="store_true", help="copy directories recursively")
+        p.add_argument("-n", "--no-clobber", action="store_true", help="fail instead of replacing files")
+        p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="always show a progress bar (default: on a terminal, for copies >= 8 MiB)")
+        p.add_argument("--no-progress", dest="progress", action="store_false", help="never show one")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except (OSError, ValueError, HpcbridgeError, TypeError) as exc:
+        if args.json:
+            print(json.dumps({"error": str(exc), "type": type(exc).__name__}))
+        else:
+            print(f"hpcbridge {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"hpcbridge {args.command}: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
