@@ -49,6 +49,10 @@ class FileSystem(abc.ABC):
     backend_name: ClassVar[str] = ""
     #: What the backend supports; see :class:`~hpcbridge.fs.types.Capabilities`.
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: Default buffer of ``open``. Reads and writes LARGER than it bypass the buffer and go
+    #: straight between the caller's memory and the raw file (io's rule), so it should stay
+    #: below the transfer sizes that matter; remote backends raise it to amortise round trips.
+    buffer_size: ClassVar[int] = 1 << 20
 
     def __init__(self, netloc: str = "", **options):
         #: ``host:port`` (or ``user@host:port``) of the service; empty for local backends.
@@ -165,7 +169,7 @@ class FileSystem(abc.ABC):
             raise self._unsupported("append mode", p)
         raw = self._open_raw(p, m)
         try:
-            return wrap_raw(raw, m, buffering, encoding, errors, newline)
+            return wrap_raw(raw, m, buffering, encoding, errors, newline, self.buffer_size)
         except BaseException:
             raw.close()
             raise

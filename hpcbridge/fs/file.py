@@ -271,13 +271,17 @@ class BufferedRandom(_Positional, io.BufferedRandom):
         self.url = raw.url
 
 
-def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=None, newline=None):
-    """Wrap a raw backend file in buffering (and text decoding for text modes), like ``open``."""
+def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=None, newline=None,
+             default_buffer_size: int = DEFAULT_BUFFER_SIZE):
+    """Wrap a raw backend file in buffering (and text decoding for text modes), like ``open``.
+
+    ``buffering``: 0 for the raw file, -1 (or 1) for ``default_buffer_size``, else the size.
+    """
     if buffering == 0:
         if mode.text:
             raise ValueError(f"can't have unbuffered text I/O on {raw.url}")
         return raw
-    size = DEFAULT_BUFFER_SIZE if buffering in (-1, 1) or buffering is None else buffering
+    size = default_buffer_size if buffering in (-1, 1) or buffering is None else buffering
     if size < 0:
         raise ValueError(f"invalid buffering {buffering} for {raw.url}")
     if mode.readable and mode.writable:

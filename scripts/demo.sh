@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make demo`: the main job on the embedded default storage (a local directory), under mpirun.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+STORAGE=${1:-file://$here/.demo-data}
+NP=${MPI_NP:-4}
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader,tcp \
+       OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+exec mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" examples/demo.py --storage "$STORAGE"

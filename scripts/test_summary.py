@@ -1,0 +1,59 @@
+"""Summarise the JUnit XML of the serial run and of every MPI rank into one closing line.
+
+Usage: test_summary.py LOG_DIR NP SERIAL_RC MPI_RC. Exits non-zero if any part failed, if a
+rank left no report, or if a runner exited non-zero without a recorded failure (a crash).
+"""
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def counts(path: Path) -> dict[str, int]:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    total["failed"] = total["failures"] + total["errors"]
+    total["passed"] = total["tests"] - total["failed"] - total["skipped"]
+    return total
+
+
+def main() -> int:
+    logs, np_, serial_rc, mpi_rc = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    problems = []
+    serial = counts(logs / "serial.xml") if (logs / "serial.xml").exists() else None
+    if serial is None:
+        problems.append("the serial run left no report")
+    ranks = {}
+    for r in range(np_):
+        report = logs / f"mpi-rank{r}.xml"
+        if report.exists():
+            ranks[r] = counts(report)
+        else:
+            problems.append(f"MPI rank {r} left no report (see {logs}/mpi-rank{r}.log)")
+    for r, c in sorted(ranks.items()):
+        if r and c["failed"]:
+            problems.append(f"MPI rank {r}: {c['failed']} failed (see {logs}/mpi-rank{r}.log)")
+    mpi = ranks.get(0, {"passed": 0, "failed": 0, "skipped": 0})
+    failed_elsewhere = sum(1 for r, c in ranks.items() if r and c["failed"])
+    if serial_rc not in (0, 1) or (serial_rc == 1 and serial and not serial["failed"]):
+        problems.append(f"serial pytest exited with {serial_rc}")
+    if mpi_rc and not (mpi["failed"] or failed_elsewhere):
+        problems.append(f"mpirun exited with {mpi_rc} without a recorded test failure")
+
+    print("\n=== summary ===")
+    if serial:
+        print(f"serial tests:          {serial['passed']} passed, {serial['failed']} failed, {serial['skipped']} skipped")
+    print(f"MPI tests ({np_} ranks):   {mpi['passed']} passed, {mpi['failed']} failed, {mpi['skipped']} skipped"
+          f" (rank 0; ranks with failures: {[r for r, c in ranks.items() if c['failed']] or 'none'})")
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    passed = (serial or {}).get("passed", 0) + mpi["passed"]
+    failed = (serial or {}).get("failed", 0) + mpi["failed"] + failed_elsewhere + len(problems)
+    skipped = (serial or {}).get("skipped", 0) + mpi["skipped"]
+    print(f"total: {passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
