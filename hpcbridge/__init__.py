@@ -13,15 +13,21 @@ Subpackages: :mod:`hpcbridge.fs` (API and backends), :mod:`hpcbridge.arrow` (pya
 :mod:`hpcbridge.cli` (the ``hpcbridge`` command), :mod:`hpcbridge.testing` (conformance suite).
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
-
 from .errors import BackendUnavailable, InvalidURLError, MissingDependencyError, UnknownSchemeError
 from .fs import BlockLocation, Capabilities, FileInfo, FileSystem, connect, open, url_to_fs
 
-try:
-    __version__ = _version("hpcbridge")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+
+
+def __getattr__(name):
+    # The version comes from the installed metadata, read on first use rather than at import.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("hpcbridge")
+        except PackageNotFoundError:  # a source tree that is not installed
+            return "0+unknown"
+    raise AttributeError(f"module 'hpcbridge' has no attribute {name!r}")
 
 __all__ = [
     "connect",

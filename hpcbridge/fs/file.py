@@ -142,6 +142,7 @@ class RawFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
+        """Read at the current position into ``buffer``; returns the byte count (0 at EOF)."""
         self._check_open()
         if not self._open_mode.readable:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
@@ -150,6 +151,7 @@ class RawFile(io.RawIOBase):
         return n
 
     def write(self, data) -> int:
+        """Write ``data`` at the current position (at the end in append mode)."""
         self._check_open()
         if not self._open_mode.writable:
             raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
@@ -246,6 +248,7 @@ class BufferedReader(_Positional, io.BufferedReader):
         self.url = raw.url
 
     def write(self, data) -> int:
+        """Refused: the file is read-only."""
         raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
 
 
@@ -257,9 +260,11 @@ class BufferedWriter(_Positional, io.BufferedWriter):
         self.url = raw.url
 
     def read(self, size: int = -1) -> bytes:
+        """Refused: the file is write-only."""
         raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
 
     def readinto(self, buffer) -> int:
+        """Refused: the file is write-only."""
         raise io.UnsupportedOperation(f"readinto: {self.url} is open write-only (mode {self.mode!r})")
 
 

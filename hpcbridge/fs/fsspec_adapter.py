@@ -136,7 +136,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         return self.backend.pread(path, start, max(0, end - start))
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
-        with self._open(path, "xb" if mode == "create" else "wb") as f:
+        with self.open(path, "xb" if mode == "create" else "wb") as f:
             f.write(value)
 
     def touch(self, path, truncate=True, **kwargs):
@@ -177,6 +177,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
                 self.backend.rm(p, recursive=recursive)
 
     def cp_file(self, path1, path2, **kwargs):
+        """Copy one file (atomically, see :func:`hpcbridge.fs.transfer.copy_file`)."""
         src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
         if self.backend.isdir(src):
             self.backend.mkdir(dst, parents=True, exist_ok=True)

@@ -35,9 +35,11 @@ class Model:
 
     @staticmethod
     def parent(name: str) -> str:
+        """The directory holding ``name``."""
         return name.rsplit("/", 1)[0] if "/" in name else ""
 
     def error_for_create(self, name: str) -> type[Exception] | None:
+        """The error creating file ``name`` must raise, or None if it must succeed."""
         if name in self.dirs:
             return IsADirectoryError
         parent = self.parent(name)
@@ -48,6 +50,7 @@ class Model:
         return None
 
     def error_for_rename(self, src: str, dst: str) -> type[Exception] | None:
+        """The error renaming file ``src`` to ``dst`` must raise, or None."""
         if src not in self.files:
             return FileNotFoundError
         if dst in self.dirs:

@@ -1,0 +1,100 @@
+"""Bad input through the top-level API gets a clear exception naming the URL (issue 'Done when')."""
+
+import io
+
+import pytest
+
+import hpcbridge
+from hpcbridge.errors import InvalidURLError, MissingDependencyError, UnknownSchemeError
+from hpcbridge.fs import registry
+
+
+def test_unknown_scheme(tmp_path):
+    with pytest.raises(UnknownSchemeError, match=r"'gopher'.*known schemes: .*file") as excinfo:
+        hpcbridge.open("gopher://host/x")
+    assert isinstance(excinfo.value, ValueError)
+    with pytest.raises(UnknownSchemeError):
+        hpcbridge.connect("s4://bucket/x")
+
+
+def test_relative_path_where_absolute_required():
+    with pytest.raises(InvalidURLError, match="'data/x.bin' is a relative path.*os.path.abspath"):
+        hpcbridge.open("data/x.bin")
+    with pytest.raises(InvalidURLError, match="relative"):
+        hpcbridge.connect("/").open("data/x.bin")
+
+
+def test_missing_file(tmp_path):
+    url = f"file://{tmp_path}/missing.bin"
+    with pytest.raises(FileNotFoundError, match="posix backend") as excinfo:
+        hpcbridge.open(url)
+    assert excinfo.value.filename == url
+    assert url in str(excinfo.value)
+
+
+def test_directory_opened_as_file(tmp_path):
+    with pytest.raises(IsADirectoryError, match=f"file://{tmp_path}"):
+        hpcbridge.open(str(tmp_path))
+    with pytest.raises(IsADirectoryError, match=f"file://{tmp_path}"):
+        hpcbridge.open(str(tmp_path), "wb")
+
+
+def test_negative_offset_or_length(tmp_path):
+    fs = hpcbridge.connect("/")
+    path = f"{tmp_path}/f.bin"
+    fs.write_bytes(path, b"0123456789")
+    with pytest.raises(ValueError, match=f"negative offset -4 for file://{path}"):
+        fs.pread(path, -4, 2)
+    with pytest.raises(ValueError, match=f"negative length -2 for file://{path}"):
+        fs.pread(path, 0, -2)
+    with pytest.raises(ValueError, match="negative start"):
+        fs.block_locations(path, start=-1)
+    with hpcbridge.open(path) as f:
+        with pytest.raises(ValueError, match=f"negative offset -1 for file://{path}"):
+            f.pread(3, -1)
+    with pytest.raises(TypeError, match="must be an int"):
+        fs.pread(path, 1.5, 2)
+
+
+def test_write_on_read_only_handle(tmp_path):
+    path = f"{tmp_path}/ro.bin"
+    hpcbridge.connect("/").write_bytes(path, b"x")
+    with hpcbridge.open(path, "rb") as f:
+        with pytest.raises(io.UnsupportedOperation, match=f"file://{path} is open read-only"):
+            f.write(b"y")
+        with pytest.raises(io.UnsupportedOperation, match="read-only"):
+            f.pwrite(b"y", 0)
+
+
+def test_permission_denied_names_url(tmp_path):
+    """Root ignores permission bits, so as root the open runs with the effective uid of nobody."""
+    import os
+
+    path = tmp_path / "locked"
+    path.write_bytes(b"x")
+    path.chmod(0)
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.seteuid(65534)  # reversible: the real uid stays 0
+    try:
+        with pytest.raises(PermissionError) as excinfo:
+            hpcbridge.open(str(path))
+    finally:
+        if as_root:
+            os.seteuid(0)
+    assert f"file://{path}" in str(excinfo.value) and "posix backend" in str(excinfo.value)
+
+
+def test_missing_optional_dependency_gets_an_install_hint(monkeypatch):
+    monkeypatch.setitem(registry._IN_TREE, "needsdep", ("hpcbridge_no_such_module:X", "pip install thing"))
+    registry._loaded.pop("needsdep", None)
+    with pytest.raises(MissingDependencyError, match="needsdep:// .*pip install thing") as excinfo:
+        hpcbridge.connect("needsdep://h/x")
+    assert isinstance(excinfo.value, ImportError)
+
+
+def test_invalid_backend_options():
+    with pytest.raises(ValueError, match="block_size must be a positive int"):
+        hpcbridge.connect("/", block_size=0)
+    with pytest.raises(TypeError):
+        hpcbridge.connect("/", no_such_option=1)

@@ -1,0 +1,80 @@
+"""fsspec users (pandas, dask.bag, fsspec.open) and pyarrow (dataset, Parquet) through hpcbridge."""
+
+import pickle
+
+import fsspec
+import pytest
+
+import hpcbridge
+
+
+def test_fsspec_open_and_protocol_registration(tmp_path):
+    url = f"hpcbridge+file://{tmp_path}/x.txt"
+    with fsspec.open(url, "wt") as f:
+        f.write("line\n")
+    fs, path = fsspec.core.url_to_fs(url)
+    assert type(fs).__name__ == "FileFSSpec" and path == f"{tmp_path}/x.txt"
+    assert fs.cat_file(path, 1, 3) == b"in" and fs.cat_file(path, -2) == b"e\n"
+    assert fs.info(path)["size"] == 5 and fs.unstrip_protocol(path) == url
+    assert pickle.loads(pickle.dumps(fs)).cat(path) == b"line\n"
+    with pytest.raises(FileNotFoundError, match="posix backend"):
+        fs.cat(f"{tmp_path}/missing")
+
+
+def test_pandas_csv_and_parquet(tmp_path):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"rank": [0, 1, 2], "mbps": [1.5, 2.5, 3.5]})
+    frame.to_csv(f"hpcbridge+file://{tmp_path}/out/f.csv", index=False)  # parent made on write
+    assert pd.read_csv(f"hpcbridge+file://{tmp_path}/out/f.csv").equals(frame)
+    frame.to_parquet(f"hpcbridge+file://{tmp_path}/f.parquet")
+    assert pd.read_parquet(f"hpcbridge+file://{tmp_path}/f.parquet").equals(frame)
+
+
+def test_dask_bag_read_text(tmp_path):
+    db = pytest.importorskip("dask.bag")
+    for i in range(3):
+        (tmp_path / f"part-{i}.txt").write_text("".join(f"{i} {j}\n" for j in range(10_000)))
+    bag = db.read_text(f"hpcbridge+file://{tmp_path}/part-*.txt", blocksize=20_000)
+    assert bag.npartitions > 3  # blocks, not whole files
+    assert bag.count().compute(scheduler="sync") == 30_000  # every line once across block edges
+    assert sorted(bag.map(str.split).pluck(0).frequencies().compute(scheduler="processes")) == [
+        ("0", 10_000), ("1", 10_000), ("2", 10_000)]
+
+
+def test_pyarrow_dataset_and_parquet_through_any_backend(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from hpcbridge.arrow import filesystem, filesystem_and_path
+
+    table = pa.table({"x": list(range(1000)), "y": [str(i) for i in range(1000)]})
+    for url in (f"file://{tmp_path}", "memory://arrow-test/data"):
+        afs, root = filesystem_and_path(url)
+        if url.startswith("memory"):
+            hpcbridge.connect(url).mkdir(root, parents=True, exist_ok=True)
+        pq.write_table(table, f"{root}/t.parquet", filesystem=afs)
+        assert pq.read_table(f"{root}/t.parquet", filesystem=afs).equals(table)
+        dataset = ds.dataset(root, filesystem=afs, format="parquet")
+        assert dataset.to_table().num_rows == 1000
+    assert isinstance(filesystem(f"file://{tmp_path}"), pa.fs.PyFileSystem)
+
+
+def test_fsspec_mv_rm_and_mkdir_semantics(tmp_path):
+    fs = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    fs.pipe(f"{tmp_path}/a/b/c.bin", b"abc")
+    fs.mv(f"{tmp_path}/a/b/c.bin", f"{tmp_path}/moved.bin")
+    assert fs.cat(f"{tmp_path}/moved.bin") == b"abc"
+    fs.mkdir(f"{tmp_path}/new/dir")
+    fs.mv(f"{tmp_path}/moved.bin", f"{tmp_path}/new/dir")
+    assert fs.exists(f"{tmp_path}/new/dir/moved.bin")
+    fs.rm(f"{tmp_path}/new", recursive=True)
+    assert not fs.exists(f"{tmp_path}/new")
+    with pytest.raises(FileExistsError):
+        fs.makedirs(f"{tmp_path}/a")
+    with pytest.raises(FileExistsError):
+        fs.pipe_file(f"{tmp_path}/a/b/c.bin", b"", mode="create") or fs.pipe_file(
+            f"{tmp_path}/a/b/c.bin", b"", mode="create")
+    with pytest.raises(OSError, match="transactions"):
+        with fs.transaction:
+            fs.pipe(f"{tmp_path}/t.bin", b"x")

@@ -1,0 +1,141 @@
+"""Layout discovery: mountinfo, the Lustre/OrangeFS/CephFS parsers on recorded values, local files."""
+
+import os
+import socket
+
+import pytest
+
+import hpcbridge
+from hpcbridge.fs.layout import chunked_blocks, posix_block_locations
+from hpcbridge.fs.layout import cephfs, lustre, orangefs
+from hpcbridge.fs.layout.mountinfo import Mount, find_mount, parse_mountinfo
+
+from .fixtures import layouts as rec
+
+MiB = 1 << 20
+
+
+def reader(values):
+    return lambda name: values.get(name)
+
+
+def test_mountinfo_parsing_and_escapes():
+    mounts = parse_mountinfo(rec.MOUNTINFO)
+    assert [m.fstype for m in mounts] == ["ext4", "pvfs2", "lustre", "ceph", "gpfs", "nfs4"]
+    assert mounts[3].mount_point == "/mnt/ceph fs"
+    assert mounts[2].source == "10.0.0.10@tcp:/lfs01"
+    assert find_mount("/mnt/ceph fs/x", mounts).fstype == "ceph"
+    assert find_mount("/lustre/lfs01x/y", mounts).fstype == "ext4"  # a prefix is not a parent
+    assert find_mount("/scratch/a/b", mounts).fstype == "nfs4"
+
+
+def test_real_mount_of_this_machine(tmp_path):
+    mount = find_mount(str(tmp_path))
+    assert mount.fstype and mount.mount_point.startswith("/")
+
+
+def test_lustre_v1_round_robin_over_osts():
+    layout = lustre.parse_lov(rec.LUSTRE_V1, "lfs01")
+    assert layout.stripe_size == MiB and layout.targets == ("lfs01-OST0001", "lfs01-OST0000")
+    blocks = layout.blocks(3 * MiB + 5, 2 * MiB)
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [
+        (3 * MiB + 5, MiB - 5, ("lfs01-OST0000",)),
+        (4 * MiB, MiB, ("lfs01-OST0001",)),
+        (5 * MiB, 5, ("lfs01-OST0000",)),
+    ]
+
+
+def test_lustre_v3_single_stripe_merges_up_to_block_size():
+    layout = lustre.parse_lov(rec.LUSTRE_V3)
+    assert layout.targets == ("OST0003",) and layout.stripe_size == 4 * MiB
+    blocks = layout.blocks(0, 20 * MiB, merge_up_to=8 * MiB)
+    assert [(b.offset, b.length) for b in blocks] == [(0, 8 * MiB), (8 * MiB, 8 * MiB), (16 * MiB, 4 * MiB)]
+
+
+def test_lustre_pfl_components():
+    layout = lustre.parse_lov(rec.LUSTRE_PFL, "lfs01")
+    blocks = layout.blocks(0, 3 * MiB)
+    assert blocks[0].targets == ("lfs01-OST0002",) and blocks[0].end == MiB
+    # the second component has no objects yet: its bytes are reported without a target
+    assert (blocks[-1].offset, blocks[-1].end, blocks[-1].targets) == (MiB, 3 * MiB, ())
+
+
+@pytest.mark.parametrize("bad", [b"\x00" * 40, b"\xd0\x0b", bytes.fromhex("d00bd10b") + bytes(10)])
+def test_lustre_rejects_garbage(bad):
+    with pytest.raises(ValueError):
+        lustre.parse_lov(bad)
+
+
+def test_orangefs_distribution_handles_and_servers():
+    assert orangefs.parse_distribution(rec.ORANGEFS_MD) == ("simple_stripe", 65536)
+    assert orangefs.parse_handles(rec.ORANGEFS_DH) == (4611686018427388100, 6917529027641082000)
+    values = {orangefs.DIST_XATTR: rec.ORANGEFS_MD, orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}
+    layout = orangefs.read_layout(reader(values), rec.ORANGEFS_CONFIG)
+    blocks = layout.blocks(0, 4 * 65536)
+    assert [b.hosts for b in blocks] == [("server01",), ("server02",)] * 2
+    assert blocks[1].targets == ("tcp://server02:3334",)
+    # without the server configuration the datafiles are named by handle, hosts unknown
+    anonymous = orangefs.read_layout(reader(values)).blocks(0, 65536)
+    assert anonymous[0].hosts == () and anonymous[0].targets == ("handle:40000000000000c4",)
+
+
+def test_orangefs_other_distributions_and_malformed_values():
+    basic = b"\x0a\x00\x00\x00basic_dist\x00\x00"
+    assert orangefs.parse_distribution(basic) == ("basic_dist", None)
+    assert orangefs.read_layout(reader({orangefs.DIST_XATTR: basic,
+                                        orangefs.HANDLES_XATTR: rec.ORANGEFS_DH})) is None
+    with pytest.raises(ValueError):
+        orangefs.parse_handles(b"\x01\x02\x03")
+    with pytest.raises(ValueError):
+        orangefs.parse_distribution(rec.ORANGEFS_MD[:20])
+
+
+def test_ceph_object_mapping():
+    layout = cephfs.parse_layout(rec.CEPH_LAYOUT, inode=0x10000000000)
+    assert (layout.stripe_unit, layout.stripe_count, layout.object_size, layout.pool) == (MiB, 4, 4 * MiB, "cephfs_data")
+    assert layout.object_number(int(5.5 * MiB)) == 1
+    assert layout.object_number(17 * MiB) == 5
+    blocks = layout.blocks(0, 5 * MiB)
+    assert [b.targets[0] for b in blocks] == [f"10000000000.{n:08x}" for n in (0, 1, 2, 3, 0)]
+    with pytest.raises(ValueError):
+        cephfs.parse_layout(b"stripe_unit=3 stripe_count=1 object_size=4")
+
+
+def test_posix_block_locations_dispatch_on_recorded_mounts():
+    lustre_mount = Mount("/lustre/lfs01", "lustre", "10.0.0.10@tcp:/lfs01")
+    blocks = posix_block_locations("/lustre/lfs01/f", 0, 2 * MiB, 64 * MiB, mount=lustre_mount,
+                                   read_xattr=reader({lustre.XATTR: rec.LUSTRE_V1}))
+    assert [b.targets for b in blocks] == [("lfs01-OST0001",), ("lfs01-OST0000",)]
+    ceph_mount = Mount("/mnt/ceph", "ceph", "mon:/")
+    blocks = posix_block_locations("/mnt/ceph/f", 0, MiB, 64 * MiB, mount=ceph_mount,
+                                   read_xattr=reader({cephfs.XATTR: rec.CEPH_LAYOUT}), inode=0xabc)
+    assert blocks[0].targets == ("abc.00000000",)
+    orange_mount = Mount("/mnt/orangefs", "pvfs2", "tcp://ofs1:3334/orangefs")
+    blocks = posix_block_locations("/mnt/orangefs/f", 0, 131072, 64 * MiB, mount=orange_mount,
+                                   read_xattr=reader({orangefs.DIST_XATTR: rec.ORANGEFS_MD,
+                                                      orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}),
+                                   orangefs_config=rec.ORANGEFS_CONFIG)
+    assert [b.hosts for b in blocks] == [("server01",), ("server02",)]
+    # GPFS and NFS expose no layout: real blocks, hosts unknown (never this host)
+    for fstype in ("gpfs", "nfs4"):
+        blocks = posix_block_locations("/x", 0, 100 * MiB, 64 * MiB, mount=Mount("/", fstype, "s"),
+                                       read_xattr=reader({}))
+        assert [(b.length, b.hosts) for b in blocks] == [(64 * MiB, ()), (36 * MiB, ())]
+
+
+def test_local_file_is_on_this_host_cut_at_the_logical_block_size(tmp_path):
+    fs = hpcbridge.connect("/", block_size=MiB)
+    path = f"{tmp_path}/f.bin"
+    fs.write_bytes(path, os.urandom(2 * MiB + 10))
+    if find_mount(path).fstype not in {"ext4", "xfs", "btrfs", "tmpfs", "overlay"}:
+        pytest.skip(f"temp dir is on {find_mount(path).fstype}, not a local file system")
+    blocks = fs.block_locations(path)
+    assert [(b.offset, b.length) for b in blocks] == [(0, MiB), (MiB, MiB), (2 * MiB, 10)]
+    assert all(b.hosts == (socket.gethostname(),) for b in blocks)
+    named = hpcbridge.connect("/", hostname="node7").block_locations(path)
+    assert named[0].hosts == ("node7",) and named[0].length == 2 * MiB + 10
+
+
+def test_chunked_blocks_validation():
+    with pytest.raises(ValueError, match="positive"):
+        chunked_blocks(0, 10, 0)
