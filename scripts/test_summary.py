@@ -31,11 +31,10 @@ def main() -> int:
             ranks[r] = counts(report)
         else:
             problems.append(f"MPI rank {r} left no report (see {logs}/mpi-rank{r}.log)")
-    for r, c in sorted(ranks.items()):
-        if r and c["failed"]:
-            problems.append(f"MPI rank {r}: {c['failed']} failed (see {logs}/mpi-rank{r}.log)")
+    rank_failures = [f"MPI rank {r}: {c['failed']} failed (see {logs}/mpi-rank{r}.log)"
+                     for r, c in sorted(ranks.items()) if r and c["failed"]]
     mpi = ranks.get(0, {"passed": 0, "failed": 0, "skipped": 0})
-    failed_elsewhere = sum(1 for r, c in ranks.items() if r and c["failed"])
+    failed_elsewhere = sum(1 for r, c in ranks.items() if r and c["failed"] and not ranks.get(0, {}).get("failed"))
     if serial_rc not in (0, 1) or (serial_rc == 1 and serial and not serial["failed"]):
         problems.append(f"serial pytest exited with {serial_rc}")
     if mpi_rc and not (mpi["failed"] or failed_elsewhere):
@@ -46,6 +45,8 @@ def main() -> int:
         print(f"serial tests:          {serial['passed']} passed, {serial['failed']} failed, {serial['skipped']} skipped")
     print(f"MPI tests ({np_} ranks):   {mpi['passed']} passed, {mpi['failed']} failed, {mpi['skipped']} skipped"
           f" (rank 0; ranks with failures: {[r for r, c in ranks.items() if c['failed']] or 'none'})")
+    for line in rank_failures:
+        print(f"FAILED {line}")
     for problem in problems:
         print(f"PROBLEM: {problem}")
     passed = (serial or {}).get("passed", 0) + mpi["passed"]
