@@ -2,11 +2,12 @@
 
 Sequential 1 MiB writes and reads of a 1 GiB file, alternating the two paths repetition by
 repetition (raw first on even repetitions, hpcbridge first on odd ones) so drift on a shared
-machine hits both alike; every write phase starts from a removed file and a synced page cache. Reports the median bandwidth of each path and the ratio
-hpcbridge / raw (target: >= 0.95 for both write and read). By default data stays in the page
+machine hits both alike; every write phase starts from a removed file and a synced page cache.
+Reports the median bandwidth of each path and the ratio hpcbridge / raw (target: >= 0.95 for
+both write and read). By default data stays in the page
 cache, which exposes software overhead the most; ``--fsync`` includes fsync in both paths.
 
-    python benchmarks/posix_overhead.py [--size 1G] [--transfer 1M] [--repetitions 5] [--dir DIR]
+    python benchmarks/posix_overhead.py [--size 1G] [--transfer 1M] [--repetitions 6] [--dir DIR]
 
 Writes JSON to results/posix_overhead.json (or --output).
 """
@@ -85,7 +86,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=parse_size, default=parse_size("1G"), help="file size (default 1G)")
     parser.add_argument("--transfer", type=parse_size, default=parse_size("1M"), help="I/O size (default 1M)")
-    parser.add_argument("--repetitions", type=int, default=6, help="repetitions per path (default 6: even, so each path goes first equally often)")
+    parser.add_argument("--repetitions", type=int, default=6,
+                        help="repetitions per path (default 6: even, so each path goes first equally often)")
     parser.add_argument("--dir", default=None, help="directory on the file system to test (default: a temp dir)")
     parser.add_argument("--fsync", action="store_true", help="fsync at the end of each write phase")
     parser.add_argument("--output", default="results/posix_overhead.json", help="JSON output path")

@@ -17,7 +17,6 @@ from .errors import BackendUnavailable, InvalidURLError, MissingDependencyError,
 from .fs import BlockLocation, Capabilities, FileInfo, FileSystem, connect, open, url_to_fs
 
 
-
 def __getattr__(name):
     # The version comes from the installed metadata, read on first use rather than at import.
     if name == "__version__":
@@ -28,6 +27,7 @@ def __getattr__(name):
         except PackageNotFoundError:  # a source tree that is not installed
             return "0+unknown"
     raise AttributeError(f"module 'hpcbridge' has no attribute {name!r}")
+
 
 __all__ = [
     "connect",

@@ -62,4 +62,3 @@ def os_error(code: int, url: str, backend: str, detail: str | None = None) -> OS
     if detail:
         text = f"{text} ({detail})"
     return OSError(code, f"{text} [{backend} backend]", url)
-

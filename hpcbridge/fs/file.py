@@ -190,6 +190,11 @@ class _Positional:
 
     url: str
 
+    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        super().__init__(raw, buffer_size)
+        #: URL of the file, for messages.
+        self.url = raw.url
+
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` without moving the file position."""
         check_offset(offset, self.url)
@@ -243,10 +248,6 @@ class _Positional:
 class BufferedReader(_Positional, io.BufferedReader):
     """A read-only buffered file of any backend (``io.BufferedReader`` plus positional reads)."""
 
-    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
-        super().__init__(raw, buffer_size)
-        self.url = raw.url
-
     def write(self, data) -> int:
         """Refused: the file is read-only."""
         raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
@@ -254,10 +255,6 @@ class BufferedReader(_Positional, io.BufferedReader):
 
 class BufferedWriter(_Positional, io.BufferedWriter):
     """A write-only buffered file of any backend (``io.BufferedWriter`` plus positional writes)."""
-
-    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
-        super().__init__(raw, buffer_size)
-        self.url = raw.url
 
     def read(self, size: int = -1) -> bytes:
         """Refused: the file is write-only."""
@@ -270,10 +267,6 @@ class BufferedWriter(_Positional, io.BufferedWriter):
 
 class BufferedRandom(_Positional, io.BufferedRandom):
     """A read-write buffered file of any backend (``r+b``, ``w+b``, ``a+b``, ``x+b``)."""
-
-    def __init__(self, raw, buffer_size: int = DEFAULT_BUFFER_SIZE):
-        super().__init__(raw, buffer_size)
-        self.url = raw.url
 
 
 def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=None, newline=None,

@@ -12,6 +12,7 @@ empty.
 from __future__ import annotations
 
 import errno
+import io
 import stat
 import threading
 import time
@@ -83,6 +84,9 @@ class _MemoryRawFile(RawFile):
             return len(self._data())
 
     def truncate(self, size: int | None = None) -> int:
+        """Cut or zero-extend the file to ``size`` bytes (default: the current position)."""
+        if not self.writable():
+            raise io.UnsupportedOperation(f"truncate: {self.url} is open read-only")
         size = self._pos if size is None else size
         store = self._fs._store
         with store.lock:

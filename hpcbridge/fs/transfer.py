@@ -9,7 +9,6 @@ reused buffer with ``readinto``, so a copy costs no allocation per chunk.
 from __future__ import annotations
 
 import errno
-import os
 import uuid
 from collections.abc import Callable
 
@@ -91,10 +90,3 @@ def copy_file(
             pass
         raise
     return copied
-
-
-def local_copy_target(fs: FileSystem, path: str, name: str) -> str:
-    """The destination path for copying ``name`` to ``path``: inside it when it is a directory."""
-    if fs.isdir(path):
-        return f"{fs._path(path).rstrip('/')}/{os.path.basename(name.rstrip('/'))}"
-    return fs._path(path)
