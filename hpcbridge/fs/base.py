@@ -49,6 +49,8 @@ class FileSystem(abc.ABC):
     backend_name: ClassVar[str] = ""
     #: What the backend supports; see :class:`~hpcbridge.fs.types.Capabilities`.
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: Appended to io.UnsupportedOperation messages: what to use instead on this backend.
+    unsupported_advice: ClassVar[str] = ""
     #: Default buffer of ``open``. Reads and writes LARGER than it bypass the buffer and go
     #: straight between the caller's memory and the raw file (io's rule), so it should stay
     #: below the transfer sizes that matter; remote backends raise it to amortise round trips.
@@ -164,15 +166,20 @@ class FileSystem(abc.ABC):
         p = self._path(path)
         m = OpenMode.parse(mode, self.url(p))
         if m.readable and m.writable and not self.capabilities.read_write:
-            raise self._unsupported(f"read-write mode {mode!r}", p, "open for reading or writing only")
+            raise self._unsupported(f"read-write mode {mode!r}", p,
+                                    self.unsupported_advice or "open for reading or writing only")
         if m.append and not self.capabilities.append:
             raise self._unsupported("append mode", p)
         raw = self._open_raw(p, m)
         try:
-            return wrap_raw(raw, m, buffering, encoding, errors, newline, self.buffer_size)
+            return self._wrap(raw, m, buffering, encoding, errors, newline)
         except BaseException:
             raw.close()
             raise
+
+    def _wrap(self, raw, mode: OpenMode, buffering: int, encoding, errors, newline):
+        """Buffer a raw file for ``open`` (a backend may use its own reader, e.g. readahead)."""
+        return wrap_raw(raw, mode, buffering, encoding, errors, newline, self.buffer_size)
 
     def info(self, path) -> FileInfo:
         """Metadata of a file or directory (size, type, mtime, mode, owner, replication, block size)."""
@@ -331,7 +338,7 @@ class FileSystem(abc.ABC):
         check_offset(offset, self.url(p))
         if not self.capabilities.positional_write:
             raise self._unsupported(
-                "positional write", p, "write through a PLFS container (plfs+ URLs) instead"
+                "positional write", p, self.unsupported_advice or "write through a PLFS container (plfs+ URLs)"
             )
         with self._open_raw(p, OpenMode.for_pwrite()) as raw:
             return raw.pwrite(data, offset)

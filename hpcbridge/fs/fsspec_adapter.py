@@ -27,7 +27,7 @@ from .transfer import copy_file
 from .types import FileInfo
 from .url import normalize_path
 
-__all__ = ["HpcbridgeFSSpec", "FileFSSpec", "MemoryFSSpec", "fsspec_class"]
+__all__ = ["HpcbridgeFSSpec", "FileFSSpec", "MemoryFSSpec", "HdfsFSSpec", "fsspec_class"]
 
 PREFIX = "hpcbridge+"
 
@@ -216,3 +216,4 @@ def fsspec_class(scheme: str) -> type[HpcbridgeFSSpec]:
 
 FileFSSpec = fsspec_class("file")
 MemoryFSSpec = fsspec_class("memory")
+HdfsFSSpec = fsspec_class("hdfs")

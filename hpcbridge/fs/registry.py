@@ -33,6 +33,7 @@ ENTRY_POINT_GROUP = "hpcbridge.backends"
 _IN_TREE: dict[str, tuple[str, str | None]] = {
     "file": ("hpcbridge.fs.posix:PosixFileSystem", None),
     "memory": ("hpcbridge.fs.memory:MemoryFileSystem", None),
+    "hdfs": ("hpcbridge.fs.hdfs:HdfsFileSystem", "pip install 'hpcbridge[hdfs]'"),
 }
 
 _lock = threading.Lock()

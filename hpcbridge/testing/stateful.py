@@ -131,8 +131,9 @@ def state_machine_for(factory: Callable[[], tuple[object, str]]) -> type[RuleBas
             if src == dst or src in self.model.dirs:
                 return  # directory renames are covered by the conformance suite
             error = self.model.error_for_rename(src, dst)
-            if error is None and dst in self.model.files and not self.caps.rename_replaces:
-                error = FileExistsError
+            exists = dst in self.model.files or dst in self.model.dirs
+            if src in self.model.files and exists and not self.caps.rename_replaces:
+                error = FileExistsError  # such backends refuse any existing destination first
             self.expect(error, lambda: self.fs.rename(self.path(src), self.path(dst)))
             if error is None:
                 self.model.files[dst] = self.model.files.pop(src)

@@ -1,0 +1,275 @@
+"""HDFS semantics made safe, block locations, readahead, drivers and timeouts, on the real cluster."""
+
+import io
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import hpcbridge
+from hpcbridge.errors import BackendUnavailable, MissingDependencyError
+from hpcbridge.fs.hdfs import HdfsFileSystem
+from hpcbridge.testbed.hadoop import java_command
+
+pytestmark = pytest.mark.hdfs
+MiB = 1 << 20
+
+
+def test_capabilities_describe_hdfs(hdfs):
+    caps = hdfs.capabilities
+    assert not caps.positional_write and not caps.concurrent_writers and not caps.read_write
+    assert caps.append and caps.block_locations and not caps.rename_replaces
+
+
+def test_block_locations_name_distinct_hosts_and_racks(hdfs, hdfs_root):
+    path = f"{hdfs_root}/rep3.bin"
+    data = os.urandom(3 * MiB + 123)
+    with hdfs.create(path, replication=3, block_size=MiB) as f:
+        f.write(data)
+    info = hdfs.info(path)
+    assert (info.replication, info.block_size, info.size) == (3, MiB, len(data))
+    blocks = _complete_layout(hdfs, path, 3)
+    assert [(b.offset, b.length) for b in blocks] == [(0, MiB), (MiB, MiB), (2 * MiB, MiB), (3 * MiB, 123)]
+    for b in blocks:
+        assert sorted(b.hosts) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        assert dict(zip(b.hosts, b.racks)) == {"127.0.0.2": "/rack0", "127.0.0.3": "/rack1", "127.0.0.4": "/rack0"}
+        assert len(b.targets) == 3
+    assert [(b.offset, b.length) for b in hdfs.block_locations(path, MiB + 10, 20)] == [(MiB + 10, 20)]
+
+
+def _complete_layout(fs, path, replication, timeout=30):
+    """Block locations once the NameNode knows every replica (it learns of them just after close)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        blocks = fs.block_locations(path)
+        if all(len(b.hosts) == replication for b in blocks) or time.monotonic() > deadline:
+            return blocks
+        time.sleep(0.2)
+
+
+def test_replication_one_spreads_blocks_over_datanodes(hdfs, hdfs_root):
+    path = f"{hdfs_root}/spread.bin"
+    with hdfs.create(path, replication=1, block_size=MiB) as f:
+        f.write(bytes(12 * MiB))
+    hosts = [b.hosts for b in hdfs.block_locations(path)]
+    assert all(len(h) == 1 for h in hosts)
+    assert len({h[0] for h in hosts}) >= 2  # the NameNode places blocks on several DataNodes
+
+
+def test_block_location_cache_follows_appends(hdfs, hdfs_root):
+    path = f"{hdfs_root}/grow.bin"
+    with hdfs.create(path, block_size=MiB) as f:
+        f.write(bytes(MiB))
+    assert hdfs.block_locations(path)[-1].end == MiB
+    with hdfs.open(path, "ab") as f:
+        f.write(bytes(MiB // 2))
+    assert hdfs.block_locations(path)[-1].end == MiB + MiB // 2
+
+
+def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
+    path = f"{hdfs_root}/private.bin"
+    with hdfs.create(path, permission=0o600) as f:
+        f.write(b"secret")
+    info = hdfs.info(path)
+    assert info.mode & 0o777 == 0o600
+    assert info.owner == "root" and info.uid == 0  # the HDFS owner name mapped to the local uid
+    hdfs.chmod(path, 0o640)
+    assert hdfs.info(path).mode & 0o777 == 0o640
+
+
+def test_url_user_owns_created_files(hdfs_cluster):
+    info = hdfs_cluster.info
+    fs = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{info.rpc_port}/", webhdfs=f"http://127.0.0.1:{info.http_port}")
+    assert fs.user == "alice"
+    root = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}")
+    root.mkdir("/user/alice", parents=True, exist_ok=True)
+    root.chmod("/user/alice", 0o777)
+    fs.write_bytes("/user/alice/mine.txt", b"hi")
+    assert fs.info("/user/alice/mine.txt").owner == "alice"
+    assert fs.info("/user/alice/mine.txt").uid == -1  # no local account named alice
+    fs.rm("/user/alice/mine.txt")
+
+
+def test_mkdir_is_posix_unless_parents(hdfs, hdfs_root):
+    with pytest.raises(FileNotFoundError, match="Parent directory"):
+        hdfs.mkdir(f"{hdfs_root}/a/b")
+    hdfs.mkdir(f"{hdfs_root}/a/b", parents=True)
+    with pytest.raises(FileExistsError):
+        hdfs.mkdir(f"{hdfs_root}/a/b")  # HDFS itself would succeed silently
+
+
+def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
+    hdfs.mkdir(f"{hdfs_root}/dir")
+    hdfs.write_bytes(f"{hdfs_root}/f", b"1")
+    with pytest.raises(FileExistsError, match="does not replace"):
+        hdfs.rename(f"{hdfs_root}/f", f"{hdfs_root}/dir")
+    assert hdfs.ls(f"{hdfs_root}/dir") == []
+    hdfs.rename(f"{hdfs_root}/f", f"{hdfs_root}/g")
+    assert hdfs.read_bytes(f"{hdfs_root}/g") == b"1"
+
+
+def test_write_mode_recreates_and_positional_io_points_at_plfs(hdfs, hdfs_root):
+    path = f"{hdfs_root}/t.bin"
+    hdfs.write_bytes(path, b"a long first version")
+    hdfs.write_bytes(path, b"short")
+    assert hdfs.read_bytes(path) == b"short"
+    with pytest.raises(io.UnsupportedOperation, match="PLFS container"):
+        hdfs.pwrite(path, b"x", 0)
+    with pytest.raises(io.UnsupportedOperation, match="PLFS"):
+        hdfs.open(path, "r+b")
+    with hdfs.open(path, "wb") as f:
+        with pytest.raises(io.UnsupportedOperation, match="PLFS"):
+            f.pwrite(b"x", 0)
+        f.write(b"abc")
+        with pytest.raises(io.UnsupportedOperation, match="sequential"):
+            f.seek(0)
+
+
+def test_large_listing_is_streamed(hdfs, hdfs_root):
+    for i in range(1200):  # more than one NameNode listing batch (1000 entries)
+        hdfs.mkdir(f"{hdfs_root}/d{i:05d}")
+    iterator = hdfs.iterdir(hdfs_root)
+    first = next(iterator)
+    assert first.is_dir
+    assert 1 + sum(1 for _ in iterator) == 1200
+    assert len(hdfs.ls(hdfs_root)) == 1200
+
+
+def test_readahead_serves_small_sequential_reads_and_skips_random_ones(hdfs, hdfs_root):
+    path = f"{hdfs_root}/ra.bin"
+    data = np.random.default_rng(1).integers(0, 256, 10 * MiB, dtype=np.uint8).tobytes()
+    hdfs.write_bytes(path, data)
+    with hdfs.open(path, "rb") as f:
+        chunks = [f.read(4096) for _ in range(2048)]  # 8 MiB in 4 KiB reads
+        assert b"".join(chunks) == data[:8 * MiB]
+        assert f.stats.fills == 2 and f.stats.direct == 0
+    with hdfs.open(path, "rb") as f:
+        rng = np.random.default_rng(2)
+        for offset in rng.integers(0, 10 * MiB - 4096, 50):
+            f.seek(int(offset))
+            assert f.read(4096) == data[offset:offset + 4096]
+        assert f.stats.direct == 50 and f.stats.fills == 0
+        assert f.stats.bytes_fetched == 50 * 4096  # random reads fetch what they ask, no window
+    with hdfs.open(path, "rb", buffering=0) as raw:  # readahead off: the raw file
+        assert raw.read(4096) == data[:4096]
+
+
+def test_prefetch_fetches_the_next_window_in_the_background(hdfs_cluster, hdfs_root, hdfs):
+    info = hdfs_cluster.info
+    path = f"{hdfs_root}/pf.bin"
+    data = os.urandom(9 * MiB)
+    hdfs.write_bytes(path, data)
+    fs = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}", prefetch=True,
+                           readahead=2 * MiB)
+    with fs.open(path) as f:
+        out = b"".join(iter(lambda: f.read(65536), b""))
+        assert out == data and f.stats.prefetched >= 3
+
+
+def test_readline_and_text_mode(hdfs, hdfs_root):
+    path = f"{hdfs_root}/lines.txt"
+    lines = [f"line {i}\n" for i in range(20000)]
+    hdfs.write_bytes(path, "".join(lines).encode())
+    with hdfs.open(path, "r") as f:
+        assert f.readlines() == lines
+    with hdfs.open(path, "rb") as f:
+        assert f.readline() == b"line 0\n" and f.readline() == b"line 1\n"
+
+
+def test_transfers_larger_than_one_client_call(hdfs, hdfs_root):
+    path = f"{hdfs_root}/big.bin"
+    data = np.random.default_rng(3).integers(0, 256, 40 * MiB, dtype=np.uint8)
+    with hdfs.open(path, "wb") as f:
+        f.write(data)  # one 40 MiB write: three 16 MiB client calls
+    out = np.empty_like(data)
+    with hdfs.open(path, "rb") as f:
+        assert f.readinto(out) == out.size
+    assert np.array_equal(out, data)
+
+
+def test_driver_selection(hdfs_cluster, monkeypatch):
+    info = hdfs_cluster.info
+    monkeypatch.delenv("ARROW_LIBHDFS_DIR", raising=False)
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    with pytest.raises(MissingDependencyError, match="libhdfs.so.*driver='native'"):
+        hpcbridge.connect(info.url, driver="libhdfs")
+    assert hpcbridge.connect(info.url, driver="auto").driver == "native"
+    with pytest.raises(ValueError, match="driver must be"):
+        hpcbridge.connect(info.url, driver="jni")
+
+
+def test_bad_urls_and_options():
+    with pytest.raises(hpcbridge.InvalidURLError, match="need a NameNode"):
+        hpcbridge.connect("hdfs:///no/host")
+    with pytest.raises(hpcbridge.InvalidURLError, match="invalid NameNode port"):
+        hpcbridge.connect("hdfs://nn:http/x")
+    with pytest.raises(ValueError, match="invalid readahead"):
+        hpcbridge.connect("hdfs://nn:1/", readahead=-1)
+
+
+def test_namenode_that_does_not_listen_gives_backend_unavailable_quickly():
+    started = time.monotonic()
+    fs = HdfsFileSystem("127.0.0.1:1", webhdfs="http://127.0.0.1:1", timeout=5)
+    with pytest.raises(BackendUnavailable, match="did not answer"):
+        fs.info("/")
+    assert time.monotonic() - started < 10
+
+
+def test_stopped_namenode_gives_backend_unavailable_within_10s(hdfs_cluster, hdfs):
+    """A NameNode that hangs (SIGSTOP) must not hang the client."""
+    hdfs.info("/")
+    pid = hdfs_cluster.info.namenode_pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable):
+            hdfs.ls("/")
+        assert time.monotonic() - started < 10
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(0.5)
+    assert hdfs.exists("/")
+
+
+def test_replicated_read_survives_a_datanode_killed_mid_read(hdfs_cluster, hdfs, hdfs_root):
+    path = f"{hdfs_root}/survive.bin"
+    data = np.random.default_rng(4).integers(0, 256, 8 * MiB, dtype=np.uint8).tobytes()
+    with hdfs.create(path, replication=3, block_size=MiB) as f:
+        f.write(data)
+    victim = _complete_layout(hdfs, path, 3)[5].hosts[0]
+    got = []
+    try:
+        with hdfs.open(path, "rb") as f:
+            got.append(f.read(2 * MiB))
+            hdfs_cluster.kill_datanode(victim)
+            while chunk := f.read(MiB):
+                got.append(chunk)
+        assert b"".join(got) == data
+    finally:
+        hdfs_cluster.restart_datanode(victim)
+    assert hdfs_cluster.live_datanodes() == 3
+
+
+def _fsshell(cluster, *args, **kwargs):
+    command = java_command("org.apache.hadoop.fs.FsShell", cluster.info.conf_dir, list(args))
+    return subprocess.run(command, capture_output=True, timeout=120, **kwargs)
+
+
+def test_java_client_reads_what_hpcbridge_wrote(hdfs_cluster, hdfs, hdfs_root):
+    data = os.urandom(3 * MiB + 17)
+    with hdfs.create(f"{hdfs_root}/from-python.bin", block_size=MiB) as f:
+        f.write(data)
+    run = _fsshell(hdfs_cluster, "-cat", f"{hdfs_cluster.info.url}{hdfs_root}/from-python.bin")
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert run.stdout == data
+
+
+def test_hpcbridge_reads_what_the_java_client_wrote(hdfs_cluster, hdfs, hdfs_root, tmp_path):
+    data = os.urandom(2 * MiB + 5)
+    (tmp_path / "local.bin").write_bytes(data)
+    run = _fsshell(hdfs_cluster, "-put", str(tmp_path / "local.bin"), f"{hdfs_cluster.info.url}{hdfs_root}/from-java.bin")
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert hdfs.read_bytes(f"{hdfs_root}/from-java.bin") == data
