@@ -5,7 +5,8 @@
 #   3. mpi4py built against the system MPI and h5py built against the Debian MPI HDF5
 #      (slow: the wheels are built once and cached in $HPCBRIDGE_CACHE/wheels, outside the repo);
 #   4. hpcbridge itself (editable) with its test and analytics extras;
-#   5. a loud check that h5py is the parallel build.
+#   5. Apache Hadoop's HDFS jars from Maven Central for the local test cluster (cached);
+#   6. a loud check that h5py is the parallel build.
 # Every step first checks whether its work is already done, so a second run takes seconds.
 set -euo pipefail
 
@@ -20,7 +21,8 @@ WHEELS=$CACHE/wheels
 MPI4PY_VERSION=${MPI4PY_VERSION:-4.1.2}
 H5PY_VERSION=${H5PY_VERSION:-3.16.0}
 HDF5_DIR=${HDF5_DIR:-/usr/lib/x86_64-linux-gnu/hdf5/openmpi}
-DEBIAN_PACKAGES=(openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config build-essential)
+DEBIAN_PACKAGES=(openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config build-essential
+                 openjdk-17-jdk-headless maven curl)
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[setup] ERROR:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -90,7 +92,10 @@ else
   say "hpcbridge already installed in $VENV"
 fi
 
-# --- 5. the checks that matter ----------------------------------------------------------
+# --- 5. Hadoop jars for the HDFS testbed (Maven Central, cached in $CACHE) ---------------
+"$PY" -c "from hpcbridge.testbed.hadoop import ensure_hadoop; print('[setup] Hadoop jars in', ensure_hadoop())"
+
+# --- 6. the checks that matter ----------------------------------------------------------
 "$PY" - <<'PYCHECK' || die "h5py in $VENV is NOT the parallel (MPI) build: delete $WHEELS/h5py-* and re-run"
 import h5py, mpi4py, sys
 from mpi4py import MPI

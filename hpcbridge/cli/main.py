@@ -154,14 +154,51 @@ def cmd_get(args) -> object:
     return _copy_tree(src_fs, src, PosixFileSystem(), os.path.abspath(args.local), args)
 
 
+def cmd_testbed(args) -> object:
+    from ..testbed import HdfsCluster, TestbedError
+
+    if args.action == "up":
+        cluster = HdfsCluster(args.dir, datanodes=args.datanodes, racks=args.racks,
+                              replication=args.replication, block_size=args.block_size)
+        started = time.perf_counter()
+        info = cluster.up()
+        if args.json:
+            return info.as_dict()
+        print(f"HDFS testbed up in {time.perf_counter() - started:.1f} s: {info.url}")
+        print(f"  WebHDFS   {info.webhdfs}")
+        for dn in info.datanodes:
+            print(f"  DataNode  {dn.host}  rack {dn.rack}  pid {dn.pid}")
+        print(f"  for other tools: export HADOOP_CONF_DIR={info.conf_dir}")
+        print(f"  stop with: hpcbridge testbed down{' --dir ' + args.dir if args.dir else ''}")
+        return None
+    try:
+        cluster = HdfsCluster.attach(args.dir)
+    except FileNotFoundError:
+        raise TestbedError(f"no testbed in {args.dir or 'the default directory'} (start one: hpcbridge testbed up)")
+    if args.action == "status":
+        status = cluster.status()
+        if args.json:
+            return status
+        print(f"{status['url']}  namenode pid {status['namenode']['pid']} "
+              f"{'running' if status['namenode']['alive'] else 'DEAD'}; "
+              f"{status['live_datanodes']}/{len(status['datanodes'])} DataNodes live")
+        for dn in status["datanodes"]:
+            print(f"  {dn['host']}  {dn['rack']}  pid {dn['pid']}  {'running' if dn['alive'] else 'DEAD'}")
+        return None
+    cluster.down()
+    if not args.json:
+        print("HDFS testbed stopped and removed")
+    return {"stopped": True}
+
+
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hpcbridge`` command."""
     parser = argparse.ArgumentParser(
         prog="hpcbridge",
         description="Inspect and move data on HPC and Hadoop storage through one file API. "
-                    "URLs: /abs/path or file:///abs/path (POSIX mounts), memory://name/path; "
-                    "later hdfs://host:port/path and plfs+<url>.",
+                    "URLs: /abs/path or file:///abs/path (POSIX mounts), hdfs://[user@]namenode:port/path, "
+                    "memory://name/path.",
     )
     parser.add_argument("--version", action="version", version=f"hpcbridge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
@@ -185,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length", type=parse_size, default=None, help="bytes to cover (default: to the end)")
     p.add_argument("--block-size", type=parse_size, default=None,
                    help="logical block size for local file systems (default 64M)")
+
+    p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--dir", default=None, help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
+    p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
+    p.add_argument("--racks", type=int, default=1, help="racks the DataNodes are spread over (default 1)")
+    p.add_argument("--replication", type=int, default=1, help="default replication (default 1)")
+    p.add_argument("--block-size", type=parse_size, default=parse_size("64M"), help="default block size (64M)")
 
     for name, func, text, first, second in (
         ("put", cmd_put, "copy a local file or directory to a URL", "local", "url"),

@@ -9,6 +9,7 @@ most ``timeout`` seconds before getting :class:`~hpcbridge.errors.BackendUnavail
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 from concurrent.futures import Future
@@ -35,33 +36,43 @@ class CallPool:
             raise ValueError(f"a call pool needs at least one worker, got {workers}")
         self.workers = workers
         self.name = name
-        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._threads = 0
+        self._idle: list[queue.SimpleQueue] = []  # a stack: the most recently idle worker first
+        self._backlog: collections.deque = collections.deque()
 
-    def _start(self) -> None:
-        with self._lock:
-            while len(self._threads) < self.workers:
-                thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
-
-    def _work(self) -> None:
+    # The most recently idle worker takes the next call (LIFO). A stream of one-at-a-time calls
+    # then always runs on the same thread, which hdfs-native serves markedly faster than calls
+    # rotating over threads (measured: 650 against 460 MB/s for 1 MiB reads).
+    def _work(self, task) -> None:
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
         while True:
-            future, function, args, kwargs = self._tasks.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(function(*args, **kwargs))
-            except BaseException as exc:  # handed to the caller
-                future.set_exception(exc)
+            future, function, args, kwargs = task
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args, **kwargs))
+                except BaseException as exc:  # handed to the caller
+                    future.set_exception(exc)
+            with self._lock:
+                if self._backlog:
+                    task = self._backlog.popleft()
+                    continue
+                self._idle.append(inbox)
+            task = inbox.get()
 
     def submit(self, function, *args, **kwargs) -> Future:
-        """Queue a call; returns its Future (threads start on first use)."""
-        if not self._threads:
-            self._start()
+        """Queue a call; returns its Future (threads start on demand, up to ``workers``)."""
         future: Future = Future()
-        self._tasks.put((future, function, args, kwargs))
+        task = (future, function, args, kwargs)
+        with self._lock:
+            if self._idle:
+                self._idle.pop().put(task)
+            elif self._threads < self.workers:
+                self._threads += 1
+                threading.Thread(target=self._work, args=(task,), daemon=True,
+                                 name=f"{self.name}-{self._threads}").start()
+            else:
+                self._backlog.append(task)
         return future
 
     def call(self, timeout: float | None, what: str, function, *args, **kwargs):

@@ -40,7 +40,8 @@ class ReadaheadReader(io.BufferedIOBase):
     Parameters
     ----------
     raw:
-        The backend's raw file (must offer ``pread(size, offset)``, ``preadinto``, ``size()``).
+        The backend's raw file: ``pread(size, offset)``, ``preadinto``, ``size()``, and optionally
+        ``fetch(size, offset)`` returning the bytes as a list of equal-sized chunks.
     readahead:
         Window size for sequential reads (0 disables readahead: every read goes to the raw file).
     prefetch:
@@ -63,8 +64,10 @@ class ReadaheadReader(io.BufferedIOBase):
         self._size = raw.size()
         self._pos = 0
         self._next_sequential = 0
-        self._window = b""
+        self._window: list = []
         self._window_start = 0
+        self._window_len = 0
+        self._chunk = 1
         self._pending = None  # (start, future) of a background fetch
         self.stats = ReadaheadStats()
 
@@ -91,7 +94,7 @@ class ReadaheadReader(io.BufferedIOBase):
     def close(self) -> None:
         """Close the raw file and drop the window."""
         if not self.closed:
-            self._window = b""
+            self._window, self._window_len = [], 0
             self._pending = None
             self.raw.close()
         super().close()
@@ -124,7 +127,13 @@ class ReadaheadReader(io.BufferedIOBase):
         return self._pos
 
     # -- reading -----------------------------------------------------------------------------
-    def _take_prefetched(self, position: int) -> bytes | None:
+    # The window is a list of chunks as the raw file returned them (``raw.fetch``), so filling it
+    # costs no joining copy; every chunk but the last has the same length.
+    def _fetch(self, length: int, position: int) -> list:
+        fetch = getattr(self.raw, "fetch", None)
+        return fetch(length, position) if fetch else [self.raw.pread(length, position)]
+
+    def _take_prefetched(self, position: int):
         if self._pending is None:
             return None
         start, future = self._pending
@@ -132,24 +141,39 @@ class ReadaheadReader(io.BufferedIOBase):
         if start != position:
             future.cancel()
             return None
-        data = future.result()
+        chunks = future.result()
         self.stats.prefetched += 1
-        return data
+        return chunks
 
     def _fill(self, position: int) -> None:
         """Make the window start at ``position`` (a sequential miss)."""
         length = min(self.readahead, self._size - position)
-        data = self._take_prefetched(position)
-        if data is None:
-            data = self.raw.pread(length, position)
-            self.stats.bytes_fetched += len(data)
-        self._window, self._window_start = data, position
+        chunks = self._take_prefetched(position)
+        if chunks is None:
+            chunks = self._fetch(length, position)
+            self.stats.bytes_fetched += sum(len(c) for c in chunks)
+        self._window = [c for c in chunks if len(c)]
+        self._chunk = len(self._window[0]) if self._window else 1
+        if any(len(c) != self._chunk for c in self._window[:-1]):  # a short read mid-window: rare
+            self._window = [b"".join(self._window)]
+            self._chunk = len(self._window[0])
+        self._window_start = position
+        self._window_len = sum(len(c) for c in self._window)
         self.stats.fills += 1
-        following = position + len(data)
+        following = position + self._window_len
         if self.prefetch and following < self._size:
             next_length = min(self.readahead, self._size - following)
-            self._pending = (following, self._submit(self.raw.pread, next_length, following))
+            fetch = getattr(self.raw, "fetch", None) or (lambda n, o: [self.raw.pread(n, o)])
+            self._pending = (following, self._submit(fetch, next_length, following))
             self.stats.bytes_fetched += next_length
+
+    def _locate(self, position: int):
+        """``(chunk, offset in chunk)`` of ``position`` in the window, or None."""
+        offset = position - self._window_start
+        if not 0 <= offset < self._window_len:
+            return None
+        index, within = divmod(offset, self._chunk)
+        return self._window[index], within
 
     def readinto(self, buffer) -> int:
         """Read into ``buffer`` from the position; returns the byte count (0 at end of file)."""
@@ -159,10 +183,11 @@ class ReadaheadReader(io.BufferedIOBase):
         total = 0
         while total < want:
             position = self._pos
-            offset = position - self._window_start
-            if 0 <= offset < len(self._window):
-                n = min(want - total, len(self._window) - offset)
-                view[total:total + n] = self._window[offset:offset + n]
+            found = self._locate(position)
+            if found is not None:
+                chunk, within = found
+                n = min(want - total, len(chunk) - within)
+                view[total:total + n] = chunk[within:within + n]
                 self.stats.hits += 1
             elif (want - total) >= self.readahead or position != self._next_sequential:
                 n = self.raw.preadinto(view[total:want], position)
@@ -185,12 +210,13 @@ class ReadaheadReader(io.BufferedIOBase):
         self._check_open()
         remaining = max(0, self._size - self._pos)
         size = remaining if size is None or size < 0 else min(size, remaining)
-        offset = self._pos - self._window_start
-        if 0 <= offset and offset + size <= len(self._window):  # fast path: one slice of the window
+        found = self._locate(self._pos)
+        if found is not None and found[1] + size <= len(found[0]):  # fast path: a slice of one chunk
+            chunk, within = found
             self._pos += size
             self._next_sequential = self._pos
             self.stats.hits += 1
-            return self._window[offset:offset + size]
+            return bytes(chunk[within:within + size])
         buffer = bytearray(size)
         n = self.readinto(buffer)
         del buffer[n:]
@@ -203,14 +229,15 @@ class ReadaheadReader(io.BufferedIOBase):
         self._check_open()
         if self._pos >= self._size:
             return b""
-        offset = self._pos - self._window_start
-        if not 0 <= offset < len(self._window):
+        found = self._locate(self._pos)
+        if found is None:
             if self.readahead and self._pos == self._next_sequential:
                 self._fill(self._pos)
-                offset = 0
+                found = self._locate(self._pos)
             else:
                 return self.raw.pread(max(size, 1), self._pos)
-        return self._window[offset:offset + max(size, len(self._window) - offset)]
+        chunk, within = found
+        return bytes(chunk[within:])
 
     # -- positional --------------------------------------------------------------------------
     def pread(self, size: int, offset: int) -> bytes:

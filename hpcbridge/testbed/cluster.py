@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from ..errors import HpcbridgeError
 from .hadoop import ensure_hadoop, java_command
 
 __all__ = ["HdfsCluster", "ClusterInfo", "DataNodeInfo", "TestbedError", "default_dir"]
@@ -31,7 +32,7 @@ NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 
 
-class TestbedError(RuntimeError):
+class TestbedError(HpcbridgeError, RuntimeError):
     """The test cluster could not be started or reached."""
 
 
