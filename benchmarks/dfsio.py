@@ -168,8 +168,8 @@ def main(argv=None) -> int:
             print(f"replication {replication}: " + "  ".join(
                 f"{k} {v:.1f}" + ("" if k.startswith("ratio") else " MB/s") for k, v in cell.items()
                 if not k.startswith("samples")), flush=True)
-            print("  samples (MB/s): " + "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v)
-                                                 for k, v in samples.items()), flush=True)
+            spread = "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v) for k, v in samples.items())
+            print(f"  samples (MB/s): {spread}", flush=True)
 
     met = all(c["ratio_write"] >= 0.9 and c["ratio_read"] >= 0.9 for c in results.values())
     print(f"DFSIO, {args.procs} processes x {args.size / 2**20:.0f} MiB, medians of {args.repetitions}:")

@@ -225,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--dir", default=None, help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
+    p.add_argument("--dir", default=None,
+                   help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
     p.add_argument("--racks", type=int, default=1, help="racks the DataNodes are spread over (default 1)")
     p.add_argument("--replication", type=int, default=1, help="default replication (default 1)")

@@ -68,8 +68,9 @@ class ReadaheadReader(io.BufferedIOBase):
         self._window_start = 0
         self._window_len = 0
         self._chunk = 1
+        self._cur, self._cur_start, self._cur_len = b"", -1, 0  # the chunk the position was last in
+        self._hits = self._fills = self._direct = self._prefetched = self._bytes_fetched = 0
         self._pending = None  # (start, future) of a background fetch
-        self.stats = ReadaheadStats()
 
     # -- io plumbing ------------------------------------------------------------------------
     @property
@@ -95,6 +96,7 @@ class ReadaheadReader(io.BufferedIOBase):
         """Close the raw file and drop the window."""
         if not self.closed:
             self._window, self._window_len = [], 0
+            self._cur, self._cur_start, self._cur_len = b"", -1, 0
             self._pending = None
             self.raw.close()
         super().close()
@@ -108,6 +110,11 @@ class ReadaheadReader(io.BufferedIOBase):
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError(f"I/O operation on closed file {self.url}")
+
+    @property
+    def stats(self) -> ReadaheadStats:
+        """Counters so far: window hits, fills, direct reads, prefetches, bytes fetched."""
+        return ReadaheadStats(self._hits, self._fills, self._direct, self._prefetched, self._bytes_fetched)
 
     # -- position ----------------------------------------------------------------------------
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
@@ -142,7 +149,7 @@ class ReadaheadReader(io.BufferedIOBase):
             future.cancel()
             return None
         chunks = future.result()
-        self.stats.prefetched += 1
+        self._prefetched += 1
         return chunks
 
     def _fill(self, position: int) -> None:
@@ -151,21 +158,22 @@ class ReadaheadReader(io.BufferedIOBase):
         chunks = self._take_prefetched(position)
         if chunks is None:
             chunks = self._fetch(length, position)
-            self.stats.bytes_fetched += sum(len(c) for c in chunks)
-        self._window = [c for c in chunks if len(c)]
+            self._bytes_fetched += sum(len(c) for c in chunks)
+        self._window = [c if isinstance(c, bytes) else bytes(c) for c in chunks if len(c)]
         self._chunk = len(self._window[0]) if self._window else 1
         if any(len(c) != self._chunk for c in self._window[:-1]):  # a short read mid-window: rare
             self._window = [b"".join(self._window)]
             self._chunk = len(self._window[0])
         self._window_start = position
         self._window_len = sum(len(c) for c in self._window)
-        self.stats.fills += 1
+        self._cur, self._cur_start, self._cur_len = b"", -1, 0
+        self._fills += 1
         following = position + self._window_len
         if self.prefetch and following < self._size:
             next_length = min(self.readahead, self._size - following)
             fetch = getattr(self.raw, "fetch", None) or (lambda n, o: [self.raw.pread(n, o)])
             self._pending = (following, self._submit(fetch, next_length, following))
-            self.stats.bytes_fetched += next_length
+            self._bytes_fetched += next_length
 
     def _locate(self, position: int):
         """``(chunk, offset in chunk)`` of ``position`` in the window, or None."""
@@ -173,7 +181,9 @@ class ReadaheadReader(io.BufferedIOBase):
         if not 0 <= offset < self._window_len:
             return None
         index, within = divmod(offset, self._chunk)
-        return self._window[index], within
+        chunk = self._window[index]
+        self._cur, self._cur_start, self._cur_len = chunk, self._window_start + index * self._chunk, len(chunk)
+        return chunk, within
 
     def readinto(self, buffer) -> int:
         """Read into ``buffer`` from the position; returns the byte count (0 at end of file)."""
@@ -188,11 +198,11 @@ class ReadaheadReader(io.BufferedIOBase):
                 chunk, within = found
                 n = min(want - total, len(chunk) - within)
                 view[total:total + n] = chunk[within:within + n]
-                self.stats.hits += 1
+                self._hits += 1
             elif (want - total) >= self.readahead or position != self._next_sequential:
                 n = self.raw.preadinto(view[total:want], position)
-                self.stats.direct += 1
-                self.stats.bytes_fetched += n
+                self._direct += 1
+                self._bytes_fetched += n
                 if n == 0:
                     break
             else:
@@ -207,15 +217,22 @@ class ReadaheadReader(io.BufferedIOBase):
 
     def read(self, size: int | None = -1) -> bytes:
         """Read up to ``size`` bytes (all the rest with -1)."""
+        # Fast path, kept tight because 4 KiB reads call it a thousand times per window: the
+        # request lies inside the current chunk.
+        position = self._pos
+        offset = position - self._cur_start
+        if size is not None and 0 <= offset and 0 <= size and offset + size <= self._cur_len:
+            self._pos = self._next_sequential = position + size
+            self._hits += 1
+            return self._cur[offset:offset + size]
         self._check_open()
-        remaining = max(0, self._size - self._pos)
+        remaining = max(0, self._size - position)
         size = remaining if size is None or size < 0 else min(size, remaining)
-        found = self._locate(self._pos)
-        if found is not None and found[1] + size <= len(found[0]):  # fast path: a slice of one chunk
+        found = self._locate(position)
+        if found is not None and found[1] + size <= len(found[0]):  # within one chunk
             chunk, within = found
-            self._pos += size
-            self._next_sequential = self._pos
-            self.stats.hits += 1
+            self._pos = self._next_sequential = position + size
+            self._hits += 1
             return bytes(chunk[within:within + size])
         buffer = bytearray(size)
         n = self.readinto(buffer)
