@@ -10,4 +10,8 @@ if [ "$(id -u)" = 0 ]; then
 fi
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader,tcp \
        OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-exec mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" examples/demo.py --storage "$STORAGE"
+echo "=== 1. HPC: MPI job ($NP ranks) checkpoints into $STORAGE ==="
+mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" examples/demo.py --storage "$STORAGE"
+echo
+echo "=== 2. Hadoop: stage the results into a local HDFS and show the block layout ==="
+"$here/.venv/bin/python" examples/stage_to_hdfs.py --source "$STORAGE"

@@ -19,6 +19,10 @@ fi
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader,tcp \
        OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 
+# Servers the tests start must be stopped by the tests themselves: remember what ran before.
+hadoop_pids() { pgrep -f 'org.apache.hadoop.hdfs.server' | sort || true; }
+before=$(hadoop_pids)
+
 echo "=== serial tests (pytest) ==="
 "$PY" -m pytest -m "not mpi" --junitxml="$LOGS/serial.xml" "$@"
 serial_rc=$?
@@ -34,5 +38,11 @@ mpirun -n "$NP" --timeout 1800 bash -c '
     exec "'"$PY"'" "${args[@]}" > "'"$LOGS"'/mpi-rank$rank.log" 2>&1
   fi' mpi-ranks "$@"
 mpi_rc=$?
+
+leftover=$(comm -13 <(echo "$before") <(hadoop_pids) | tr '\n' ' ')
+if [ -n "${leftover// /}" ]; then
+  echo "the tests left HDFS processes running: $leftover (stopping them)" > "$LOGS/leftover"
+  kill $leftover 2>/dev/null || true
+fi
 
 "$PY" scripts/test_summary.py "$LOGS" "$NP" "$serial_rc" "$mpi_rc"

@@ -40,6 +40,8 @@ def main() -> int:
     if mpi_rc and not (mpi["failed"] or failed_elsewhere):
         problems.append(f"mpirun exited with {mpi_rc} without a recorded test failure")
 
+    if (logs / "leftover").exists():
+        problems.append((logs / "leftover").read_text().strip())
     print("\n=== summary ===")
     if serial:
         print(f"serial tests:          {serial['passed']} passed, {serial['failed']} failed, {serial['skipped']} skipped")

@@ -35,6 +35,8 @@ DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 class TestbedError(HpcbridgeError, RuntimeError):
     """The test cluster could not be started or reached."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
 
 def default_dir() -> Path:
     """Where ``hpcbridge testbed`` keeps its cluster (``$HPCBRIDGE_TESTBED_DIR`` or a temp dir)."""
@@ -234,11 +236,11 @@ class HdfsCluster:
             "dfs.namenode.safemode.min.datanodes": 0,
         })
         self._write_conf("client", common)
-        fmt = subprocess.run(java_command(NAMENODE_CLASS, nn_conf, ["-format", "-nonInteractive", "-force"],
-                                          heap=self.heap), capture_output=True, text=True, cwd=self.base_dir)
-        if fmt.returncode:
-            raise TestbedError(f"NameNode format failed:\n{(fmt.stdout + fmt.stderr)[-3000:]}")
         try:
+            fmt = subprocess.run(java_command(NAMENODE_CLASS, nn_conf, ["-format", "-nonInteractive", "-force"],
+                                              heap=self.heap), capture_output=True, text=True, cwd=self.base_dir)
+            if fmt.returncode:
+                raise TestbedError(f"NameNode format failed:\n{(fmt.stdout + fmt.stderr)[-3000:]}")
             info.namenode_pid = self._spawn(java_command(NAMENODE_CLASS, nn_conf, heap=self.heap), info.namenode_log)
             self._save()
             for dn in info.datanodes:

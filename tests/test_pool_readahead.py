@@ -1,0 +1,132 @@
+"""The call pool (timeouts, bounded threads, LIFO reuse) and the readahead reader, without a cluster."""
+
+import io
+import os
+import threading
+import time
+
+import pytest
+
+import hpcbridge
+from hpcbridge.errors import BackendUnavailable
+from hpcbridge.fs.pool import CallPool
+from hpcbridge.fs.readahead import ReadaheadReader
+
+
+def test_call_returns_results_and_raises_errors():
+    pool = CallPool(2, "svc")
+    assert pool.call(5, "add", lambda a, b: a + b, 2, 3) == 5
+    with pytest.raises(KeyError):
+        pool.call(5, "fail", {}.__getitem__, "x")
+
+
+def test_call_times_out_with_backend_unavailable():
+    pool = CallPool(1, "hdfs://dead:1")
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable, match=r"hdfs://dead:1 did not answer stat /x within 0.3 s"):
+        pool.call(0.3, "stat /x", time.sleep, 5)
+    assert time.monotonic() - started < 2
+
+
+def test_pool_is_bounded_and_sequential_calls_stay_on_one_thread():
+    pool = CallPool(3, "b")
+    names = {pool.call(5, "who", lambda: threading.current_thread().name) for _ in range(50)}
+    assert len(names) == 1  # one-at-a-time calls reuse the most recently idle thread
+    barrier = threading.Barrier(3, timeout=5)
+    futures = [pool.submit(barrier.wait) for _ in range(3)]  # needs three threads at once
+    assert sorted(f.result(5) for f in futures) == [0, 1, 2]
+    blocked = [pool.submit(time.sleep, 0.2) for _ in range(6)]  # more calls than threads queue up
+    assert all(f.result(5) is None for f in blocked)
+    assert pool._threads == 3
+    with pytest.raises(ValueError):
+        CallPool(0)
+
+
+def test_stuck_calls_do_not_block_interpreter_exit(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from hpcbridge.fs.pool import CallPool; import time\n"
+            "p = CallPool(1, 'x')\n"
+            "try:\n    p.call(0.1, 'hang', time.sleep, 3600)\nexcept Exception as e:\n    print(type(e).__name__)\n")
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30).stdout
+    assert out.strip() == "BackendUnavailable" and time.monotonic() - started < 20
+
+
+@pytest.fixture
+def memory_file():
+    fs = hpcbridge.connect("memory://readahead-tests")
+    data = os.urandom(5 << 20)
+    fs.write_bytes("/f", data)
+    yield fs, data
+    fs.clear()
+
+
+def reader(fs, readahead=1 << 20, **kw):
+    return ReadaheadReader(fs.open("/f", "rb", buffering=0), readahead, **kw)
+
+
+def test_sequential_small_reads_fill_windows(memory_file):
+    fs, data = memory_file
+    with reader(fs) as f:
+        out = b"".join(iter(lambda: f.read(4096), b""))
+        assert out == data
+        assert f.stats.fills == 5 and f.stats.direct == 0 and f.stats.bytes_fetched == len(data)
+
+
+def test_random_reads_fetch_only_what_they_ask(memory_file):
+    fs, data = memory_file
+    with reader(fs) as f:
+        for offset in (3_000_000, 100, 4_000_000, 2_000):
+            f.seek(offset)
+            assert f.read(1000) == data[offset:offset + 1000]
+        assert f.stats.fills == 0 and f.stats.direct == 4 and f.stats.bytes_fetched == 4000
+        f.read(1000)  # continues where the last read ended: sequential again, readahead resumes
+        assert f.stats.fills == 1
+
+
+def test_large_reads_bypass_the_window(memory_file):
+    fs, data = memory_file
+    with reader(fs) as f:
+        buffer = bytearray(2 << 20)
+        assert f.readinto(buffer) == len(buffer) and buffer == data[:2 << 20]
+        assert f.stats.fills == 0 and f.stats.direct == 1
+
+
+def test_mixed_reads_seek_tell_peek_readline(memory_file):
+    fs, _ = memory_file
+    text = b"".join(b"line %d\n" % i for i in range(100_000))
+    fs.write_bytes("/t", text)
+    with ReadaheadReader(fs.open("/t", buffering=0), 64 << 10) as f:
+        assert f.readline() == b"line 0\n"
+        assert f.peek(3)[:3] == b"lin"
+        assert f.tell() == 7
+        assert f.readlines()[-1] == b"line 99999\n"
+        assert f.read() == b"" and f.read(10) == b""
+        f.seek(-11, io.SEEK_END)
+        assert f.read() == b"line 99999\n"
+        assert f.pread(4, 0) == b"line" and f.tell() == len(text)
+    with pytest.raises(ValueError):
+        f.read(1)
+
+
+def test_prefetch_uses_the_pool(memory_file):
+    fs, data = memory_file
+    pool = CallPool(2, "pf")
+    with reader(fs, prefetch=True, submit=pool.submit) as f:
+        assert b"".join(iter(lambda: f.read(65536), b"")) == data
+        assert f.stats.prefetched == 4
+    with pytest.raises(ValueError, match="submit"):
+        reader(fs, prefetch=True)
+
+
+def test_errors_name_the_url(memory_file):
+    fs, _ = memory_file
+    with reader(fs) as f:
+        with pytest.raises(io.UnsupportedOperation, match="memory://readahead-tests/f is open read-only"):
+            f.write(b"x")
+        with pytest.raises(ValueError, match="negative offset"):
+            f.pread(1, -1)
+        with pytest.raises(ValueError, match="negative seek"):
+            f.seek(-1)
