@@ -48,17 +48,25 @@ class CallPool:
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         while True:
             future, function, args, kwargs = task
+            outcome = None
             if future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(function(*args, **kwargs))
+                    outcome = (True, function(*args, **kwargs))
                 except BaseException as exc:  # handed to the caller
-                    future.set_exception(exc)
+                    outcome = (False, exc)
+            # Become idle *before* waking the caller, so its next call finds this thread.
             with self._lock:
-                if self._backlog:
-                    task = self._backlog.popleft()
-                    continue
-                self._idle.append(inbox)
-            task = inbox.get()
+                task = self._backlog.popleft() if self._backlog else None
+                if task is None:
+                    self._idle.append(inbox)
+            if outcome is not None:
+                if outcome[0]:
+                    future.set_result(outcome[1])
+                else:
+                    future.set_exception(outcome[1])
+                outcome = None
+            if task is None:
+                task = inbox.get()
 
     def submit(self, function, *args, **kwargs) -> Future:
         """Queue a call; returns its Future (threads start on demand, up to ``workers``)."""
