@@ -117,6 +117,9 @@ def test_prefetch_uses_the_pool(memory_file):
     with reader(fs, prefetch=True, submit=pool.submit) as f:
         assert b"".join(iter(lambda: f.read(65536), b"")) == data
         assert f.stats.prefetched == 4
+    with reader(fs, prefetch=True, submit=pool.submit, prefetch_size=2 << 20) as f:  # 1 MiB, then 2 MiB windows
+        assert b"".join(iter(lambda: f.read(65536), b"")) == data
+        assert (f.stats.fills, f.stats.prefetched) == (3, 2)
     with pytest.raises(ValueError, match="submit"):
         reader(fs, prefetch=True)
 

@@ -345,7 +345,8 @@ class HdfsFileSystem(FileSystem):
     readahead:
         Readahead window for sequential reads, bytes (default 4 MiB; 0 turns it off).
     prefetch:
-        Fetch the next window asynchronously while the current one is read.
+        Whole-block prefetch: after a sequential fill, fetch the next block's worth of bytes
+        (the file's block size, at most 128 MiB) in the background.
     replication, block_size:
         Defaults for files this connection creates (None: the cluster's).
     webhdfs:
@@ -372,6 +373,8 @@ class HdfsFileSystem(FileSystem):
     unsupported_advice = PLFS_ADVICE
     #: Seconds a complete block layout is reused before asking the NameNode again.
     LAYOUT_TTL = 60.0
+    #: Upper bound of one whole-block prefetch (memory held per open file).
+    MAX_PREFETCH = 128 << 20
 
     _instances: "weakref.WeakValueDictionary[tuple, HdfsFileSystem]" = weakref.WeakValueDictionary()
     _instances_lock = threading.Lock()
@@ -608,7 +611,11 @@ class HdfsFileSystem(FileSystem):
     def _wrap(self, raw, mode: OpenMode, buffering: int, encoding, errors, newline):
         if mode.readable and not mode.writable and buffering != 0:
             readahead = self.readahead if buffering in (-1, 1, None) else buffering
-            reader = ReadaheadReader(raw, readahead, self.prefetch, self.pool.submit if self.prefetch else None)
+            prefetch_size = None
+            if self.prefetch:  # whole-block prefetch (seed 000): the file's block size, capped
+                prefetch_size = min(self._info(raw._path).block_size, self.MAX_PREFETCH)
+            reader = ReadaheadReader(raw, readahead, self.prefetch, self.pool.submit if self.prefetch else None,
+                                     prefetch_size)
             if mode.text:
                 return io.TextIOWrapper(reader, encoding=encoding or "utf-8", errors=errors, newline=newline)
             return reader

@@ -45,12 +45,16 @@ class ReadaheadReader(io.BufferedIOBase):
     readahead:
         Window size for sequential reads (0 disables readahead: every read goes to the raw file).
     prefetch:
-        Fetch the next window asynchronously after each sequential fill.
+        After each sequential fill, fetch the following ``prefetch_size`` bytes asynchronously.
+    prefetch_size:
+        Bytes fetched ahead (default: ``readahead``; HDFS uses the file's block size: whole-block
+        prefetch).
     submit:
         Runs a prefetch in the background (``CallPool.submit``); required with ``prefetch``.
     """
 
-    def __init__(self, raw, readahead: int = DEFAULT_READAHEAD, prefetch: bool = False, submit=None):
+    def __init__(self, raw, readahead: int = DEFAULT_READAHEAD, prefetch: bool = False, submit=None,
+                 prefetch_size: int | None = None):
         super().__init__()
         if readahead < 0:
             raise ValueError(f"readahead must be >= 0, got {readahead}")
@@ -60,6 +64,7 @@ class ReadaheadReader(io.BufferedIOBase):
         self.url = raw.url
         self.readahead = readahead
         self.prefetch = prefetch
+        self.prefetch_size = prefetch_size or readahead
         self._submit = submit
         self._size = raw.size()
         self._pos = 0
@@ -155,7 +160,7 @@ class ReadaheadReader(io.BufferedIOBase):
     def _fill(self, position: int) -> None:
         """Make the window start at ``position`` (a sequential miss)."""
         length = min(self.readahead, self._size - position)
-        chunks = self._take_prefetched(position)
+        chunks = self._take_prefetched(position)  # a prefetched block becomes the window whole
         if chunks is None:
             chunks = self._fetch(length, position)
             self._bytes_fetched += sum(len(c) for c in chunks)
@@ -170,7 +175,7 @@ class ReadaheadReader(io.BufferedIOBase):
         self._fills += 1
         following = position + self._window_len
         if self.prefetch and following < self._size:
-            next_length = min(self.readahead, self._size - following)
+            next_length = min(self.prefetch_size, self._size - following)
             fetch = getattr(self.raw, "fetch", None) or (lambda n, o: [self.raw.pread(n, o)])
             self._pending = (following, self._submit(fetch, next_length, following))
             self._bytes_fetched += next_length

@@ -157,16 +157,18 @@ def test_readahead_serves_small_sequential_reads_and_skips_random_ones(hdfs, hdf
         assert raw.read(4096) == data[:4096]
 
 
-def test_prefetch_fetches_the_next_window_in_the_background(hdfs_cluster, hdfs_root, hdfs):
+def test_prefetch_fetches_whole_blocks_in_the_background(hdfs_cluster, hdfs_root, hdfs):
     info = hdfs_cluster.info
     path = f"{hdfs_root}/pf.bin"
     data = os.urandom(9 * MiB)
-    hdfs.write_bytes(path, data)
+    with hdfs.create(path, block_size=3 * MiB) as f:
+        f.write(data)
     fs = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}", prefetch=True,
-                           readahead=2 * MiB)
+                           readahead=MiB)
     with fs.open(path) as f:
         out = b"".join(iter(lambda: f.read(65536), b""))
-        assert out == data and f.stats.prefetched >= 3
+        # one 1 MiB fill, then windows of one block (3 MiB) fetched while the previous was read
+        assert out == data and (f.stats.fills, f.stats.prefetched) == (4, 3)
 
 
 def test_readline_and_text_mode(hdfs, hdfs_root):
