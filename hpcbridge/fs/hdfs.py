@@ -106,10 +106,11 @@ def _libhdfs_missing() -> list[str]:
         missing.append("a JVM (JAVA_HOME)")
     if not os.environ.get("CLASSPATH"):
         missing.append("the Hadoop jars on CLASSPATH (`hadoop classpath --glob`)")
-    try:
-        import pyarrow.fs  # noqa: F401
-    except ImportError:
-        missing.append("pyarrow")
+    if not missing:  # only then is pyarrow worth importing (it is heavy)
+        try:
+            import pyarrow.fs  # noqa: F401
+        except ImportError:
+            missing.append("pyarrow")
     return missing
 
 
