@@ -34,6 +34,7 @@ _IN_TREE: dict[str, tuple[str, str | None]] = {
     "file": ("hpcbridge.fs.posix:PosixFileSystem", None),
     "memory": ("hpcbridge.fs.memory:MemoryFileSystem", None),
     "hdfs": ("hpcbridge.fs.hdfs:HdfsFileSystem", "pip install 'hpcbridge[hdfs]'"),
+    "plfs": ("hpcbridge.plfs.fs:PlfsFileSystem", None),
 }
 
 _lock = threading.Lock()

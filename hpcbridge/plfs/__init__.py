@@ -1,0 +1,13 @@
+"""PLFS-style log-structured containers: N-1 checkpoints on any backend, HDFS included.
+
+>>> import hpcbridge.plfs                                                  # doctest: +SKIP
+>>> f = hpcbridge.plfs.open("plfs+hdfs://nn:9820/ckpt", "wb", comm=MPI.COMM_WORLD)  # doctest: +SKIP
+>>> f.pwrite(block, rank * len(block))                                    # doctest: +SKIP
+>>> f.close()                                                             # doctest: +SKIP
+
+The format is specified in docs/plfs-format.md.
+"""
+
+from .api import open
+
+__all__ = ["open"]

@@ -1,0 +1,99 @@
+"""``hpcbridge.plfs.open``: one logical file, many writers, with or without MPI."""
+
+from __future__ import annotations
+
+import random
+
+from ..fs.api import url_to_fs
+from ..fs.file import OpenMode
+from .fs import PlfsFileSystem, _PlfsReadRaw, _PlfsWriteRaw
+from .reader import PlfsReader, load_index
+from .writer import PlfsWriter, advance_sequence
+
+__all__ = ["open"]
+
+
+class _CollectiveWriteRaw(_PlfsWriteRaw):
+    """A rank's writer whose close is collective: one metadata record for the whole job."""
+
+    def __init__(self, *args, comm, job: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._comm = comm
+        self._job = job
+
+    def close(self) -> None:
+        """Collective: every rank closes its writer; rank 0 writes the job's metadata record."""
+        if self.closed:
+            return
+        try:
+            summary = self._writer.close(write_meta=False)
+        finally:
+            super(_PlfsWriteRaw, self).close()
+        summaries = self._comm.gather(summary, root=0)
+        if self._comm.rank == 0:
+            self._writer.container.write_meta(f"job.{self._job}", summaries)
+        self._comm.Barrier()
+
+
+def open(url, mode: str = "rb", comm=None, shared: bool = False, **options):
+    """Open a PLFS logical file; with ``comm`` (an mpi4py communicator) the open is collective.
+
+    Parameters
+    ----------
+    url:
+        ``plfs+file:///path``, ``plfs+hdfs://nn:port/path``, or several volumes
+        ``plfs+file:///a/ckpt,/b/ckpt``.
+    mode:
+        ``"rb"``, ``"wb"``, ``"xb"``, ``"ab"``.
+    comm:
+        MPI communicator. Writing: rank 0 creates (or truncates) the container, every rank gets
+        its own writer (id = job base + rank), and ``close`` writes one metadata record for the
+        job. Reading: the ranks read the index logs in parallel and allgather them.
+    shared:
+        Without MPI: ``"wb"`` joins the logical file as one more writer instead of truncating it
+        (several processes writing one file; the first creates the container).
+    **options:
+        Options of :class:`~hpcbridge.plfs.fs.PlfsFileSystem` and of the backing store.
+
+    Returns
+    -------
+    A file object: write handles offer ``write``/``pwrite``/``seek``/``sync``; read handles are
+    buffered readers with ``pread``/``preadinto``.
+    """
+    if comm is None:
+        fs, path = url_to_fs(url, **options)
+        if not isinstance(fs, PlfsFileSystem):
+            raise ValueError(f"{url!r} is not a PLFS URL (plfs+file://..., plfs+hdfs://...)")
+        if shared:
+            if mode not in ("wb", "w"):
+                raise ValueError(f"shared=True is for writing ('wb'), not {mode!r}")
+            return fs.open_writer(path)
+        return fs.open(path, mode)
+    fs, path = url_to_fs(url, **options)
+    if not isinstance(fs, PlfsFileSystem):
+        raise ValueError(f"{url!r} is not a PLFS URL (plfs+file://..., plfs+hdfs://...)")
+    p = fs._path(path)
+    m = OpenMode.parse(mode, fs.url(p))
+    if m.text or (m.readable and m.writable):
+        raise ValueError(f"collective PLFS opens take rb, wb, xb or ab, not {mode!r} ({fs.url(p)})")
+    container = fs.container(p)
+    if m.readable:
+        index, _ = load_index(container, fs.on_corruption, comm=comm)
+        raw = _PlfsReadRaw(fs, p, PlfsReader(container, index), m)
+        return fs._wrap(raw, m, -1, None, None, None)
+    setup = None
+    if comm.rank == 0:
+        try:
+            fs.prepare_container(p, m, writers_hint=comm.size)
+            base = random.getrandbits(32) % (2**32 - comm.size)
+            setup = ("ok", base, container.max_sequence(), fs._info(p).size if m.append else 0)
+        except Exception as exc:  # every rank raises the same error
+            setup = ("error", exc)
+    setup = comm.bcast(setup, root=0)
+    if setup[0] == "error":
+        raise setup[1]
+    _, base, max_sequence, start = setup
+    advance_sequence(max_sequence)
+    writer = PlfsWriter(container, base + comm.rank)
+    comm.Barrier()
+    return _CollectiveWriteRaw(fs, p, writer, m, start, comm=comm, job=f"{base:08x}")

@@ -1,0 +1,375 @@
+"""PLFS as an hpcbridge backend: ``plfs+<backing-url>``.
+
+``plfs+file:///scratch/ckpt`` or ``plfs+hdfs://nn:9820/ckpt`` address one logical file kept as a
+container on the backing file system. Several volumes: ``plfs+file:///a/ckpt,/b/ckpt,/c/ckpt``
+(the same logical path under each volume root; the first holds the canonical container). The
+namespace is the backing one, with containers shown as plain files of their logical size.
+
+Many writers of one file at once is the normal case: every handle opened for writing is its
+own writer (its own logs), so positional writes work even where the backing store has none
+(HDFS), and processes need no coordination beyond a unique writer id.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import posixpath
+import random
+import stat
+from collections.abc import Iterator
+
+from ..errors import InvalidURLError, os_error
+from ..fs.base import FileSystem
+from ..fs.file import OpenMode, RawFile, check_offset
+from ..fs.registry import backend_class
+from ..fs.types import BlockLocation, Capabilities, FileInfo, FileType
+from ..fs.url import URL, format_url, normalize_path, parse_url
+from .container import Container
+from .reader import PlfsReader, load_index
+from .writer import PlfsWriter, advance_sequence
+
+__all__ = ["PlfsFileSystem", "split_volumes"]
+
+BACKEND = "plfs"
+
+
+def split_volumes(path: str) -> tuple[tuple[str, ...], str]:
+    """``"/a/ckpt,/b/ckpt"`` -> ``(("/a", "/b"), "/ckpt")``: volume roots and the logical path (the
+    longest common trailing path); a single path is one volume rooted at ``/``."""
+    entries = [normalize_path(p) for p in path.split(",")]
+    if len(entries) == 1:
+        return ("/",), entries[0]
+    parts = [e.strip("/").split("/") for e in entries]
+    common = 0
+    while all(len(p) > common for p in parts) and len({p[len(p) - 1 - common] for p in parts}) == 1 \
+            and all(len(p) - 1 - common >= 1 for p in parts):
+        common += 1
+    roots = tuple("/" + "/".join(p[:len(p) - common]) for p in parts)
+    logical = "/" + "/".join(parts[0][len(parts[0]) - common:]) if common else "/"
+    return roots, logical
+
+
+class _PlfsWriteRaw(RawFile):
+    """A handle opened for writing: one writer; seek and pwrite anywhere."""
+
+    def __init__(self, fs: "PlfsFileSystem", path: str, writer: PlfsWriter, mode: OpenMode, start: int = 0):
+        super().__init__(fs.url(path), mode)
+        self._writer = writer
+        self._pos = start
+        self._start = start
+
+    def pwrite(self, data, offset: int) -> int:
+        """Write ``data`` at logical ``offset`` (appended to this writer's log)."""
+        check_offset(offset, self.url)
+        if self._open_mode.append and self._pos != offset:
+            raise io.UnsupportedOperation(f"pwrite: {self.url} is open in append mode, where every write goes "
+                                          "to the end")
+        return self._writer.write(data, offset)
+
+    def write(self, data) -> int:
+        """Write at the current position (the end in append mode)."""
+        self._check_open()
+        if self._open_mode.append:
+            self._pos = self.size()
+        n = self._writer.write(data, self._pos)
+        self._pos += n
+        return n
+
+    def preadinto(self, buffer, offset: int) -> int:
+        """Refused: the handle is write-only."""
+        raise io.UnsupportedOperation(f"pread: {self.url} is open write-only (mode {self.mode!r})")
+
+    def size(self) -> int:
+        """The logical end of what this handle wrote (or the size it appended to)."""
+        return max(self._writer.max_end, self._start)
+
+    def flush(self) -> None:
+        """Write buffered index records to the index log."""
+        super().flush()
+        if not self._writer.closed:
+            self._writer.flush()
+
+    def sync(self) -> None:
+        """Data and index durable."""
+        self._writer.sync()
+
+    def close(self) -> None:
+        """Close the writer: index, metadata record, open record."""
+        if not self.closed:
+            try:
+                self._writer.close()
+            finally:
+                super().close()
+
+
+class _PlfsReadRaw(RawFile):
+    """A handle opened for reading: the merged index and the data logs."""
+
+    def __init__(self, fs: "PlfsFileSystem", path: str, reader: PlfsReader, mode: OpenMode):
+        super().__init__(fs.url(path), mode)
+        self._reader = reader
+
+    def preadinto(self, buffer, offset: int) -> int:
+        """Logical bytes at ``offset`` into ``buffer`` (holes are zeros)."""
+        return self._reader.readinto(buffer, offset)
+
+    def size(self) -> int:
+        """Logical size."""
+        return self._reader.size
+
+    def close(self) -> None:
+        """Close the data logs."""
+        if not self.closed:
+            self._reader.close()
+            super().close()
+
+
+class PlfsFileSystem(FileSystem):
+    """Logical files kept as PLFS containers on a backing hpcbridge file system.
+
+    Parameters
+    ----------
+    backing:
+        Scheme of the backing file system (``"file"``, ``"hdfs"``, ...).
+    volumes:
+        Volume roots on the backing file system (default ``("/",)``).
+    writers_hint:
+        Expected writers of a new container (sets its host subdirectories ~ sqrt).
+    on_corruption:
+        ``"raise"`` (default) or ``"skip"`` damaged index records when reading.
+    comm:
+        Not an option here: use :func:`hpcbridge.plfs.open` for MPI collective opens.
+    **backing_options:
+        Options of the backing file system (e.g. ``webhdfs=`` for HDFS).
+    """
+
+    scheme = "plfs"
+    backend_name = BACKEND
+    capabilities = Capabilities(positional_write=True, read_write=False, append=True, concurrent_writers=True,
+                                rename_replaces=True, block_locations=True, xattrs=False, permissions=False,
+                                directories=True, durable_sync=True, truncate=False)
+    unsupported_advice = "PLFS handles are read-only or write-only; reopen for the other direction"
+
+    def __init__(self, netloc: str = "", *, backing: str = "file", volumes: tuple[str, ...] = ("/",),
+                 writers_hint: int = 4, on_corruption: str = "raise", **backing_options):
+        if on_corruption not in ("raise", "skip"):
+            raise ValueError(f"on_corruption must be 'raise' or 'skip', got {on_corruption!r}")
+        volumes = tuple(normalize_path(v) for v in volumes)
+        super().__init__(netloc, backing=backing, volumes=volumes, writers_hint=writers_hint,
+                         on_corruption=on_corruption, **backing_options)
+        self.backing = backend_class(backing)(netloc, **backing_options) if backing != "plfs" else None
+        if self.backing is None:
+            raise InvalidURLError("PLFS cannot be layered over PLFS")
+        self.volumes = volumes
+        self.writers_hint = writers_hint
+        self.on_corruption = on_corruption
+        self.scheme = f"plfs+{backing}"
+        self.capabilities = self.capabilities.replace(rename_replaces=self.backing.capabilities.rename_replaces)
+
+    @classmethod
+    def from_url(cls, url: URL, **options) -> "PlfsFileSystem":
+        if "+" not in url.scheme:
+            raise InvalidURLError(f"{url.raw!r}: PLFS URLs name their backing store: plfs+file:///path, "
+                                  "plfs+hdfs://namenode:port/path")
+        volumes, _ = split_volumes(url.path)
+        return cls(url.netloc, backing=url.scheme.split("+", 1)[1], volumes=volumes, **options)
+
+    def __reduce__(self):
+        return (_rebuild, (self.netloc, self.options))
+
+    # -- paths --------------------------------------------------------------------------------
+    def url(self, path: str) -> str:
+        joined = ",".join(posixpath.join(root, path.lstrip("/")).rstrip("/") or "/" for root in self.volumes)
+        return format_url(self.scheme, self.netloc, joined)
+
+    def _path(self, path) -> str:
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, str) and path.startswith("/") and "," not in path:
+            return normalize_path(path)
+        parsed = parse_url(path)
+        if parsed.scheme != self.scheme or parsed.netloc != self.netloc:
+            raise InvalidURLError(f"{path!r} is not on this file system ({self.scheme}://{self.netloc}); "
+                                  "use hpcbridge.connect() for it")
+        roots, logical = split_volumes(parsed.path)
+        if len(self.volumes) == 1 and len(roots) == 1:
+            return logical
+        if roots != self.volumes:
+            raise InvalidURLError(f"{path!r} names volumes {roots}, this file system has {self.volumes}")
+        return logical
+
+    def _backing_paths(self, path: str) -> list[str]:
+        return [posixpath.join(root, path.lstrip("/")).rstrip("/") or "/" for root in self.volumes]
+
+    def container(self, path) -> Container:
+        """The container of logical file ``path`` (which may not exist yet)."""
+        p = self._path(path)
+        return Container([(self.backing, bp) for bp in self._backing_paths(p)], self.url(p))
+
+    def _is_container(self, path: str) -> bool:
+        return Container.is_container(self.backing, self._backing_paths(path)[0])
+
+    # -- core ---------------------------------------------------------------------------------
+    def _info(self, path: str) -> FileInfo:
+        canonical = self._backing_paths(path)[0]
+        try:
+            backing_info = self.backing.info(canonical)
+        except FileNotFoundError:
+            raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
+        if backing_info.is_dir and self._is_container(path):
+            container = self.container(path)
+            size = container.summary_size()
+            if size is None:  # a writer is open (or crashed): only the index tells
+                size = load_index(container, "skip")[0].size
+            return FileInfo(path, self.url(path), FileType.FILE, size, backing_info.mtime,
+                            stat.S_IFREG | (backing_info.mode & 0o666 or 0o644), backing_info.owner,
+                            backing_info.group, backing_info.uid, backing_info.gid, backing_info.replication,
+                            backing_info.block_size)
+        kind = FileType.DIRECTORY if backing_info.is_dir else FileType.OTHER
+        return FileInfo(path, self.url(path), kind, 0, backing_info.mtime, backing_info.mode,
+                        backing_info.owner, backing_info.group, backing_info.uid, backing_info.gid,
+                        backing_info.replication, backing_info.block_size)
+
+    def _iterdir(self, path: str) -> Iterator[FileInfo]:
+        prefix = path.rstrip("/")
+        for entry in self.backing.iterdir(self._backing_paths(path)[0]):
+            name = entry.path.rsplit("/", 1)[-1]
+            yield self._info(f"{prefix}/{name}")
+
+    def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
+        first, *others = self._backing_paths(path)
+        if self._is_container(path):
+            raise os_error(errno.EEXIST, self.url(path), BACKEND)
+        self.backing.mkdir(first, parents=parents, exist_ok=exist_ok)
+        for other in others:
+            self.backing.mkdir(other, parents=True, exist_ok=True)
+
+    def _rm_file(self, path: str) -> None:
+        if not self._is_container(path):
+            raise os_error(errno.ENOENT, self.url(path), BACKEND)
+        self.container(path).remove()
+
+    def _rmdir(self, path: str) -> None:
+        for backing_path in self._backing_paths(path):
+            if self.backing.exists(backing_path):
+                self.backing.rmdir(backing_path)
+
+    def _rm_tree(self, path: str) -> None:
+        for backing_path in self._backing_paths(path):
+            if self.backing.exists(backing_path):
+                self.backing.rm(backing_path, recursive=True)
+
+    def _rename(self, src: str, dst: str) -> None:
+        src_info = self._info(src)
+        try:
+            dst_info = self._info(dst)
+        except FileNotFoundError:
+            dst_info = None
+        if dst_info is not None:
+            if dst_info.is_dir and not src_info.is_dir:
+                raise os_error(errno.EISDIR, self.url(dst), BACKEND)
+            if src_info.is_dir and not dst_info.is_dir:
+                raise os_error(errno.ENOTDIR, self.url(dst), BACKEND)
+            if not dst_info.is_dir:  # replace a logical file: remove its container first (POSIX-like)
+                if not self.backing.capabilities.rename_replaces:
+                    raise os_error(errno.EEXIST, self.url(dst), BACKEND)
+                self.container(dst).remove()
+        for s, d in zip(self._backing_paths(src), self._backing_paths(dst)):
+            if self.backing.exists(s):
+                self.backing.rename(s, d)
+
+    def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
+        container = self.container(path)
+        index, _ = load_index(container, self.on_corruption)
+        pieces = index.lookup(start, start + length)
+        blocks: list[BlockLocation] = []
+        for logical, size, physical, writer in zip(*(pieces[k].tolist() for k in ("logical", "length", "physical",
+                                                                                   "writer"))):
+            fs, log = container.data_log(writer)
+            for b in fs.block_locations(log, physical, size):
+                offset = logical + (b.offset - physical)
+                last = blocks[-1] if blocks else None
+                if last and last.end == offset and last.hosts == b.hosts and last.length < info.block_size:
+                    blocks[-1] = BlockLocation(last.offset, last.length + b.length, b.hosts, b.racks, last.targets)
+                else:
+                    blocks.append(BlockLocation(offset, b.length, b.hosts, b.racks, b.targets))
+        # Holes are stored nowhere: report them without hosts so the blocks still cover the range.
+        covered, position = [], start
+        for b in blocks:
+            if b.offset > position:
+                covered.append(BlockLocation(position, b.offset - position))
+            covered.append(b)
+            position = b.end
+        if position < start + length:
+            covered.append(BlockLocation(position, start + length - position))
+        return covered
+
+    def prepare_container(self, path: str, mode: OpenMode, writers_hint: int | None = None) -> Container:
+        """The container for writing ``path`` with ``mode``: created if missing, emptied for ``w``,
+        refused for ``x`` if it exists (POSIX open errors otherwise)."""
+        canonical = self._backing_paths(path)[0]
+        is_container = self._is_container(path)
+        if not is_container and self.backing.isdir(canonical):
+            raise os_error(errno.EISDIR, self.url(path), BACKEND)
+        container = self.container(path)
+        if is_container and mode.exclusive:
+            raise os_error(errno.EEXIST, self.url(path), BACKEND)
+        if is_container and mode.truncate:
+            container.remove()  # truncate to 0: a fresh container
+            is_container = False
+        if not is_container:
+            parent = posixpath.dirname(canonical)
+            if not self.backing.isdir(parent):
+                code = errno.ENOTDIR if self.backing.exists(parent) else errno.ENOENT
+                raise os_error(code, self.url(path), BACKEND)
+            container.create(writers_hint or self.writers_hint)
+        return container
+
+    def _open_raw(self, path: str, mode: OpenMode):
+        if mode.readable:
+            if not self._is_container(path):
+                code = errno.EISDIR if self.backing.isdir(self._backing_paths(path)[0]) else errno.ENOENT
+                raise os_error(code, self.url(path), BACKEND)
+            container = self.container(path)
+            index, _ = load_index(container, self.on_corruption)
+            return _PlfsReadRaw(self, path, PlfsReader(container, index), mode)
+        container = self.prepare_container(path, mode)
+        start = self._info(path).size if mode.append else 0
+        advance_sequence(container.max_sequence())
+        return _PlfsWriteRaw(self, path, self._new_writer(container, None), mode, start)
+
+    def open_writer(self, path, writer_id: int | None = None):
+        """A new writer of ``path`` that keeps what is there (creating the container if missing):
+        how several processes without MPI write one logical file. Returns a write handle."""
+        p = self._path(path)
+        mode = OpenMode(False, True, True, False, False, False, False, "wb")
+        container = self.prepare_container(p, mode)
+        advance_sequence(container.max_sequence())
+        return _PlfsWriteRaw(self, p, self._new_writer(container, writer_id), mode)
+
+    @staticmethod
+    def _new_writer(container: Container, writer_id: int | None) -> PlfsWriter:
+        if writer_id is not None:
+            return PlfsWriter(container, writer_id)
+        for _ in range(8):  # a random id: collisions are improbable and detected (exclusive create)
+            try:
+                return PlfsWriter(container, random.getrandbits(32))
+            except FileExistsError:
+                continue
+        raise os_error(errno.EEXIST, container.url, BACKEND, "could not find an unused writer id")
+
+    def _wrap(self, raw, mode: OpenMode, buffering: int, encoding, errors, newline):
+        # A writer's data log is already buffered by the backing store, and io's buffered writer
+        # would flush (and so cut the index patterns) before every pwrite: hand out the raw writer.
+        if mode.writable and not mode.text:
+            return raw
+        return super()._wrap(raw, mode, buffering, encoding, errors, newline)
+
+    def local_path(self, path) -> str:
+        raise self._unsupported("a local OS path", self._path(path), "PLFS files exist only as containers")
+
+
+def _rebuild(netloc, options):
+    return PlfsFileSystem(netloc, **options)

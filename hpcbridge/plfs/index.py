@@ -1,0 +1,181 @@
+"""The global index of a container: every writer's records merged, overlaps resolved, compressed.
+
+Vectorised with numpy: pattern records are expanded into pieces with ``np.repeat``; pieces are
+sorted by logical offset; when no piece overlaps another (the common case: an N-1 checkpoint)
+nothing more is needed. Overlapping clusters are resolved by a sweep in which the piece with
+the highest ``(sequence, writer)`` wins each byte. The resolved pieces are then compressed
+back into strided patterns per writer, so a regular checkpoint keeps a handful of records in
+memory whatever its size.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["GlobalIndex", "expand", "resolve", "compress"]
+
+_FIELDS = ("logical", "length", "physical", "sequence", "writer")
+
+
+def expand(records: np.ndarray) -> dict[str, np.ndarray]:
+    """Pattern records to one row per piece (``logical, length, physical, sequence, writer``)."""
+    counts = records["count"].astype(np.int64)
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(len(records)), counts)
+    k = np.arange(total, dtype=np.uint64) - np.repeat(np.cumsum(counts) - counts, counts).astype(np.uint64)
+    rec = records[owner]
+    return {
+        "logical": rec["logical"] + k * rec["stride"],
+        "length": rec["length"].copy(),
+        "physical": rec["physical"] + k * rec["length"],
+        "sequence": rec["sequence"] + k,
+        "writer": rec["writer"].astype(np.uint64),
+    }
+
+
+def _sweep(pieces: dict[str, np.ndarray], members: np.ndarray) -> list[tuple[int, int, int, int, int]]:
+    """Resolve one overlapping cluster: the highest (sequence, writer) wins each byte."""
+    lo = pieces["logical"][members]
+    hi = lo + pieces["length"][members]
+    key_seq, key_writer = pieces["sequence"][members], pieces["writer"][members]
+    events = sorted(set(lo.tolist()) | set(hi.tolist()))
+    starts = sorted(range(len(members)), key=lambda i: int(lo[i]))
+    heap: list = []
+    out = []
+    cursor = 0
+    for left, right in zip(events, events[1:]):
+        while cursor < len(starts) and lo[starts[cursor]] <= left:
+            i = starts[cursor]
+            heapq.heappush(heap, (-int(key_seq[i]), -int(key_writer[i]), i))
+            cursor += 1
+        while heap and hi[heap[0][2]] <= left:
+            heapq.heappop(heap)
+        if not heap:
+            continue
+        i = heap[0][2]
+        m = members[i]
+        physical = int(pieces["physical"][m]) + (left - int(lo[i]))
+        if out and out[-1][4] == m and out[-1][0] + out[-1][1] == left:
+            last = out[-1]
+            out[-1] = (last[0], last[1] + (right - left), last[2], last[3], m)
+        else:
+            out.append((left, right - left, physical, int(pieces["writer"][m]), m))
+    return out
+
+
+def resolve(pieces: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Non-overlapping pieces sorted by logical offset; the latest write wins each byte."""
+    order = np.lexsort((pieces["sequence"], pieces["logical"]))
+    p = {k: v[order] for k, v in pieces.items()}
+    if len(order) < 2:
+        return p
+    ends = p["logical"] + p["length"]
+    reach = np.maximum.accumulate(ends)
+    overlaps = p["logical"][1:] < reach[:-1]
+    if not overlaps.any():
+        return p
+    # Clusters: a piece starts a new cluster unless it overlaps what came before.
+    new_cluster = np.concatenate(([True], ~overlaps))
+    cluster = np.cumsum(new_cluster) - 1
+    sizes = np.bincount(cluster)
+    simple = sizes[cluster] == 1
+    rows = [(int(p["logical"][i]), int(p["length"][i]), int(p["physical"][i]), int(p["writer"][i]))
+            for i in np.flatnonzero(simple)]
+    starts = np.flatnonzero(new_cluster)
+    for c in np.flatnonzero(sizes > 1):
+        members = np.arange(starts[c], starts[c] + sizes[c])
+        rows.extend(r[:4] for r in _sweep(p, members))
+    rows.sort()
+    arr = np.array(rows, dtype=np.uint64).reshape(-1, 4)
+    return {"logical": arr[:, 0], "length": arr[:, 1], "physical": arr[:, 2],
+            "sequence": np.zeros(len(arr), np.uint64), "writer": arr[:, 3]}
+
+
+def compress(pieces: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Non-overlapping pieces to strided runs per writer: piece i of a run is at logical
+    ``logical + i*stride`` and physical ``physical + i*length``."""
+    n = len(pieces["logical"])
+    if n == 0:
+        return {k: np.zeros(0, np.uint64) for k in ("logical", "length", "physical", "stride", "count", "writer")}
+    order = np.lexsort((pieces["logical"], pieces["writer"]))
+    lg = pieces["logical"][order].astype(np.int64)
+    ln = pieces["length"][order].astype(np.int64)
+    ph = pieces["physical"][order].astype(np.int64)
+    wr = pieces["writer"][order].astype(np.int64)
+    stride = np.diff(lg, prepend=lg[0])
+    # Piece i continues the run of piece i-1 when: same writer and length, physically contiguous,
+    # and (for i >= 2 within the run) the same stride as the previous step.
+    cont = np.zeros(n, dtype=bool)
+    cont[1:] = (wr[1:] == wr[:-1]) & (ln[1:] == ln[:-1]) & (ph[1:] == ph[:-1] + ln[:-1]) & (stride[1:] >= ln[1:])
+    same_step = np.zeros(n, dtype=bool)
+    same_step[2:] = stride[2:] == stride[1:-1]
+    # A continuation whose predecessor also continued must keep the stride.
+    breaks = ~cont | (np.concatenate(([False], cont[:-1])) & ~same_step)
+    run = np.cumsum(breaks) - 1
+    starts = np.flatnonzero(breaks)
+    counts = np.bincount(run)
+    run_stride = np.where(counts > 1, stride[np.minimum(starts + 1, n - 1)], 0)
+    return {
+        "logical": lg[starts].astype(np.uint64), "length": ln[starts].astype(np.uint64),
+        "physical": ph[starts].astype(np.uint64), "stride": run_stride.astype(np.uint64),
+        "count": counts.astype(np.uint64), "writer": wr[starts].astype(np.uint64),
+    }
+
+
+@dataclass
+class GlobalIndex:
+    """The resolved, compressed index of a container and what it maps."""
+
+    runs: dict[str, np.ndarray]
+    size: int
+
+    @classmethod
+    def build(cls, records: np.ndarray) -> "GlobalIndex":
+        """Build from all valid records of all writers."""
+        if len(records) == 0:
+            return cls(compress({k: np.zeros(0, np.uint64) for k in _FIELDS}), 0)
+        pieces = resolve(expand(records))
+        size = int((pieces["logical"] + pieces["length"]).max()) if len(pieces["logical"]) else 0
+        return cls(compress(pieces), size)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index arrays."""
+        return sum(a.nbytes for a in self.runs.values())
+
+    @property
+    def records(self) -> int:
+        """Number of runs (records) in the index."""
+        return len(self.runs["logical"])
+
+    def lookup(self, start: int, end: int) -> dict[str, np.ndarray]:
+        """Pieces intersecting ``[start, end)``, clipped to it, sorted by logical offset."""
+        r = self.runs
+        if end <= start or not len(r["logical"]):
+            return {k: np.zeros(0, np.int64) for k in ("logical", "length", "physical", "writer")}
+        L, ln, st, ct = (r[k].astype(np.int64) for k in ("logical", "length", "stride", "count"))
+        safe = np.where(st > 0, st, 1)
+        # pieces k with L + k*st + ln > start (k > (start - L - ln) / st) and L + k*st < end
+        k_lo = np.maximum((start - L - ln) // safe + 1, 0)
+        k_hi = np.minimum((end - L - 1) // safe, ct - 1)
+        single = st == 0
+        hit = np.where(single, (L < end) & (L + ln > start), k_hi >= k_lo)
+        idx = np.flatnonzero(hit)
+        counts = (k_hi[idx] - k_lo[idx] + 1)
+        owner = np.repeat(idx, counts)
+        k = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) \
+            + np.repeat(k_lo[idx], counts)
+        logical = L[owner] + k * st[owner]
+        length = ln[owner]
+        physical = r["physical"][owner].astype(np.int64) + k * length
+        lo = np.maximum(logical, start)
+        hi = np.minimum(logical + length, end)
+        keep = hi > lo
+        physical = physical + (lo - logical)
+        out = {"logical": lo[keep], "length": (hi - lo)[keep], "physical": physical[keep],
+               "writer": r["writer"][owner][keep].astype(np.int64)}
+        order = np.argsort(out["logical"], kind="stable")
+        return {k: v[order] for k, v in out.items()}
