@@ -22,6 +22,7 @@ import abc
 import errno
 import io
 import pickle
+import re
 import stat
 import threading
 import time
@@ -119,6 +120,8 @@ class FileSystemConformance:
         assert fs.pwrite(path, b"abc", 10) == 3
         assert fs.pwrite(path, b"xy", 2) == 2
         assert backdoor.read(path) == b"\0\0xy" + b"\0" * 6 + b"abc"
+        if not fs.capabilities.read_write:
+            return
         with fs.open(path, "r+b") as f:
             f.read(2)
             f.pwrite(b"Z", 0)
@@ -151,7 +154,7 @@ class FileSystemConformance:
         path = f"{root}/x.bin"
         with fs.open(path, "xb") as f:
             f.write(b"1")
-        with pytest.raises(FileExistsError, match=str(fs.url(path))):
+        with pytest.raises(FileExistsError, match=re.escape(fs.url(path))):
             fs.open(path, "xb")
 
     def test_write_mode_truncates(self, fs, root):
@@ -357,7 +360,7 @@ class FileSystemConformance:
 
     def test_directory_opened_as_file(self, fs, root):
         for mode in ("rb", "wb"):
-            with pytest.raises(IsADirectoryError, match=str(fs.url(root))):
+            with pytest.raises(IsADirectoryError, match=re.escape(fs.url(root))):
                 fs.open(root, mode)
 
     def test_wrong_direction_on_handles(self, fs, root):
@@ -369,7 +372,7 @@ class FileSystemConformance:
             with pytest.raises(io.UnsupportedOperation, match="write-only"):
                 f.pread(1, 0)
         with fs.open(path, "rb") as f:
-            with pytest.raises(io.UnsupportedOperation, match=f"{url}.*read-only"):
+            with pytest.raises(io.UnsupportedOperation, match=f"{re.escape(url)}.*read-only"):
                 f.write(b"x")
             with pytest.raises(io.UnsupportedOperation, match="read-only"):
                 f.pwrite(b"x", 0)
