@@ -60,6 +60,11 @@ class _PlfsWriteRaw(RawFile):
         self._pos = start
         self._start = start
 
+    @property
+    def writer_id(self) -> int:
+        """This handle's writer id in the container."""
+        return self._writer.writer
+
     def pwrite(self, data, offset: int) -> int:
         """Write ``data`` at logical ``offset`` (appended to this writer's log)."""
         check_offset(offset, self.url)
@@ -187,13 +192,16 @@ class PlfsFileSystem(FileSystem):
     def _path(self, path) -> str:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
-        if isinstance(path, str) and path.startswith("/") and "," not in path:
-            return normalize_path(path)
-        parsed = parse_url(path)
-        if parsed.scheme != self.scheme or parsed.netloc != self.netloc:
-            raise InvalidURLError(f"{path!r} is not on this file system ({self.scheme}://{self.netloc}); "
-                                  "use hpcbridge.connect() for it")
-        roots, logical = split_volumes(parsed.path)
+        if isinstance(path, str) and path.startswith("/"):
+            if "," not in path:
+                return normalize_path(path)
+            roots, logical = split_volumes(path)  # a volume list as url_to_fs returns it
+        else:
+            parsed = parse_url(path)
+            if parsed.scheme != self.scheme or parsed.netloc != self.netloc:
+                raise InvalidURLError(f"{path!r} is not on this file system ({self.scheme}://{self.netloc}); "
+                                      "use hpcbridge.connect() for it")
+            roots, logical = split_volumes(parsed.path)
         if len(self.volumes) == 1 and len(roots) == 1:
             return logical
         if roots != self.volumes:

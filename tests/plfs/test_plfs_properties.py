@@ -1,0 +1,200 @@
+"""PLFS semantics: overlapping writers against a bytearray model, index compression, crashes,
+corruption, several volumes."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hpcbridge
+import hpcbridge.plfs
+from hpcbridge.plfs.container import PlfsCorruptionError
+from hpcbridge.plfs.format import RECORD_SIZE
+from hpcbridge.plfs.index import GlobalIndex
+from hpcbridge.plfs.reader import load_index
+
+from . import reference
+
+MiB = 1 << 20
+
+# Mostly small writes, some up to 1 MiB, anywhere in the first 3 MiB.
+WRITE = st.tuples(
+    st.integers(0, 7),
+    st.integers(0, 3 * MiB),
+    st.one_of(st.integers(1, 4096), st.integers(1, MiB)),
+    st.booleans(),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(WRITE, min_size=1, max_size=24))
+def test_interleaved_overlapping_writers_read_back_as_the_model(tmp_path, ops):
+    path = f"{tmp_path}/f-{abs(hash(tuple(ops)))}"
+    writers = {}
+    model = bytearray()
+    for step, (w, offset, length, flush) in enumerate(ops):
+        if w not in writers:
+            writers[w] = hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True)
+        payload = np.full(length, (step * 37 + w) % 251 + 1, dtype=np.uint8).tobytes()
+        writers[w].pwrite(payload, offset)
+        if flush:
+            writers[w].flush()
+        if len(model) < offset + length:
+            model.extend(bytes(offset + length - len(model)))
+        model[offset:offset + length] = payload
+    for handle in writers.values():
+        handle.close()
+    fs = hpcbridge.connect("plfs+file:///")
+    assert fs.info(path).size == len(model)
+    assert fs.read_bytes(path) == bytes(model)
+    assert reference.read_logical(path) == bytes(model)  # the independent reader agrees
+    with fs.open(path) as f:
+        for a in (0, len(model) // 3, max(0, len(model) - 5000)):
+            assert f.pread(7000, a) == bytes(model[a:a + 7000])
+
+
+def test_strided_writers_compress_to_one_record_each(tmp_path):
+    path = f"plfs+file://{tmp_path}/strided"
+    writers = [hpcbridge.plfs.open(path, "wb", shared=True) for _ in range(4)]
+    piece = 100
+    # Each writer in its own sequence stream, as MPI ranks are: write rank by rank.
+    for r, w in enumerate(writers):
+        for i in range(2000):
+            w.pwrite(bytes([r + 1]) * piece, (i * 4 + r) * piece)
+        w.close()
+    container = hpcbridge.connect("plfs+file:///").container(f"{tmp_path}/strided")
+    sizes = [fs.info(p).size for _, fs, p in container.index_logs()]
+    assert sizes == [RECORD_SIZE] * 4  # 2000 writes, one pattern record per writer
+    index, _ = load_index(container)
+    assert index.records == 4 and index.size == 8000 * piece
+
+
+def test_index_of_a_1gib_checkpoint_fits_in_1mib():
+    """1 GiB written in 47001 B strided units by 4 ranks: 4 pattern records."""
+    from hpcbridge.plfs.format import RECORD
+
+    S, P = 47001, 4
+    per_rank = (1 << 30) // (S * P)
+    records = np.zeros(P, RECORD)
+    for r in range(P):
+        records[r] = (r * S, S, 0, 1 + r * per_rank, P * S, per_rank, r, 0, 0)
+    index = GlobalIndex.build(records)
+    assert index.size == per_rank * P * S and index.records == 4
+    assert index.nbytes <= 1 << 20
+    pieces = index.lookup(5 * S + 7, 9 * S)
+    assert pieces["writer"].tolist() == [1, 2, 3, 0] and pieces["logical"][0] == 5 * S + 7
+
+
+def test_later_writer_wins_and_holes_read_zero(tmp_path):
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/ow"
+    with fs.open(path, "wb") as f:
+        f.pwrite(b"A" * 100, 0)
+        f.pwrite(b"C" * 10, 500)
+    second = fs.open_writer(path)  # opened after the first closed: its writes are later
+    second.pwrite(b"B" * 50, 25)
+    second.close()
+    data = fs.read_bytes(path)
+    assert data == b"A" * 25 + b"B" * 50 + b"A" * 25 + bytes(400) + b"C" * 10
+
+
+def test_sync_makes_the_index_durable_and_visible(tmp_path):
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/synced"
+    w = fs.open(path, "wb")
+    w.pwrite(b"x" * 1000, 0)
+    w.sync()
+    assert fs.read_bytes(path) == b"x" * 1000  # readable while the writer is still open
+    assert fs.info(path).size == 1000  # from the index: a writer is open, no metadata yet
+    w.close()
+
+
+def test_several_volumes(tmp_path):
+    vols = [tmp_path / v for v in "abc"]
+    for v in vols:
+        v.mkdir()
+    url = "plfs+file://" + ",".join(f"{v}/ckpt" for v in vols)
+    writers = [hpcbridge.plfs.open(url, "wb", shared=True) for _ in range(6)]
+    for r, w in enumerate(writers):
+        w.pwrite(bytes([r + 1]) * 1000, r * 1000)
+        w.close()
+    with hpcbridge.plfs.open(url, "rb") as f:
+        assert f.read() == b"".join(bytes([r + 1]) * 1000 for r in range(6))
+    used = [v for v in vols if any(n.startswith("hostdir.") for n in os.listdir(v / "ckpt"))]
+    assert len(used) >= 2  # host directories spread over the volumes
+    fs = hpcbridge.connect("plfs+file://" + ",".join(str(v) for v in vols))
+    assert fs.ls("/") == ["/ckpt"] and fs.info("/ckpt").size == 6000
+
+
+def test_transfers_over_2gib_are_not_cut(tmp_path):
+    """A single 2 GiB + 1 MiB write and read through one writer (sparse-friendly on ext4)."""
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/big"
+    size = (2 << 30) + MiB
+    data = np.zeros(size, dtype=np.uint8)
+    data[::4096] = 7
+    with fs.open(path, "wb") as f:
+        assert f.write(data) == size
+    out = np.empty(size, dtype=np.uint8)
+    with fs.open(path, "rb") as f:
+        assert f.readinto(out) == size
+    assert np.array_equal(out, data)
+
+
+def test_corrupt_index_record_is_named_and_others_still_read(tmp_path):
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/corrupt"
+    writers = [fs.open_writer(path) for _ in range(3)]
+    for r, w in enumerate(writers):
+        w.pwrite(bytes([r + 1]) * 100, r * 100)
+        w.close()
+    container = fs.container(path)
+    victim_writer, _, victim = container.index_logs()[1]
+    raw = bytearray(open(victim, "rb").read())
+    raw[3] ^= 0xFF  # flip a byte of the logical offset: the checksum no longer matches
+    open(victim, "wb").write(bytes(raw))
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt index record 0 in file://{victim}"):
+        fs.read_bytes(path)
+    skipping = hpcbridge.connect("plfs+file:///", on_corruption="skip")
+    data = skipping.read_bytes(path)
+    for r, w in enumerate(writers):
+        expected = bytes([r + 1]) * 100 if w.writer_id != victim_writer else bytes(100)
+        assert data[r * 100:(r + 1) * 100] == expected
+
+
+_CRASHER = textwrap.dedent("""
+    import sys, hpcbridge.plfs
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True)
+    i = 0
+    while True:
+        f.pwrite(bytes([i % 251 + 1]) * 1000, i * 1000)
+        i += 1
+        if i % 50 == 0:
+            f.flush()
+            print(i, flush=True)
+""")
+
+
+def test_writer_killed_mid_write_leaves_a_readable_container(tmp_path):
+    url = f"plfs+file://{tmp_path}/crash"
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHER, url], stdout=subprocess.PIPE, text=True)
+    flushed = 0
+    deadline = time.monotonic() + 60
+    while flushed < 300 and time.monotonic() < deadline:
+        flushed = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    fs = hpcbridge.connect("plfs+file:///")
+    container = fs.container(f"{tmp_path}/crash")
+    assert [w["pid"] for w in container.open_writers()] == [proc.pid]  # the unclosed writer is visible
+    data = fs.read_bytes(f"{tmp_path}/crash")
+    assert len(data) >= flushed * 1000
+    for i in range(flushed):  # every byte flushed before the kill reads back right
+        assert data[i * 1000:(i + 1) * 1000] == bytes([i % 251 + 1]) * 1000
