@@ -54,11 +54,16 @@ class PlfsReader:
         self._pool = CallPool(threads, f"plfs {container.url}")
 
     def _handle(self, writer: int):
+        handle = self._handles.get(writer)
+        if handle is not None and len(self._handles) < self.max_open:
+            return handle  # the common case: no eviction can be due, skip the LRU bookkeeping
         with self._lock:
             handle = self._handles.pop(writer, None)
             if handle is None:
                 fs, path = self.container.data_log(writer)
-                handle = fs.open(path, "rb", buffering=0)
+                # Buffered: small reads that walk a writer's log in order (reading back one
+                # rank's strided objects) become large sequential reads of the log.
+                handle = fs.open(path, "rb", buffering=self.LOG_BUFFER)
             self._handles[writer] = handle
             while len(self._handles) > self.max_open:
                 _, old = self._handles.popitem(last=False)
@@ -80,6 +85,8 @@ class PlfsReader:
         if end <= offset:
             return 0
         n = end - offset
+        if n <= self.SMALL_READ:
+            return self._readinto_small(view, offset, end)
         pieces = self.index.lookup(offset, end)
         # Holes read as zeros: zero the gaps between the pieces (sorted by logical offset).
         gap_starts = np.concatenate(([offset], pieces["logical"] + pieces["length"]))
@@ -112,6 +119,30 @@ class PlfsReader:
                 view[at:at + length] = data[within:within + length]
                 within += length
         return n
+
+    #: Reads up to this size take a plain-Python path straight into the caller's buffer.
+    SMALL_READ = 4 << 20
+    #: Read buffer of each open data log.
+    LOG_BUFFER = 1 << 20
+
+    def _readinto_small(self, view, offset: int, end: int) -> int:
+        position = offset
+        for logical, length, physical, writer in self.index.lookup_list(offset, end):
+            if logical > position:  # a hole
+                view[position - offset:logical - offset] = bytes(logical - position)
+            at = logical - offset
+            handle = self._handle(writer)
+            if handle.tell() != physical:
+                handle.seek(physical)
+            got = handle.readinto(view[at:at + length])
+            if got != length:
+                fs, path = self.container.data_log(writer)
+                raise OSError(5, f"data log {fs.url(path)} is shorter than its index says "
+                                 f"({got} of {length} bytes at {physical})", self.container.url)
+            position = logical + length
+        if position < end:
+            view[position - offset:end - offset] = bytes(end - position)
+        return end - offset
 
     def close(self) -> None:
         """Close the data logs."""

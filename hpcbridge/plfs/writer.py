@@ -64,7 +64,8 @@ class PlfsWriter:
         fs, hostdir = container.place(writer)
         fs.mkdir(hostdir, exist_ok=True)
         container.mark_open(writer)  # exclusive: a writer id in use fails here
-        self.data = fs.open(f"{hostdir}/{data_log_name(writer)}", "xb")
+        # A 1 MiB buffer: small checkpoint writes reach the log in large appends.
+        self.data = fs.open(f"{hostdir}/{data_log_name(writer)}", "xb", buffering=1 << 20)
         self.index = fs.open(f"{hostdir}/{index_log_name(writer)}", "xb")
         self.physical = 0
         self.max_end = 0

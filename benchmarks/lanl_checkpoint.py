@@ -1,0 +1,283 @@
+"""The LANL MPI-IO Test's N-1 strided checkpoint (the PLFS papers, seed 003 section 4.1), all modes
+in ONE run under mpirun:
+
+* mpiio-indep  : MPI-IO, one shared file, independent write_at / read_at;
+* mpiio-coll   : MPI-IO, one shared file, collective write_at_all / read_at_all;
+* plfs-posix   : hpcbridge PLFS container on the POSIX directory (collective open, pwrite);
+* plfs-hdfs    : the same over HDFS (with --hdfs URL, or --hdfs testbed to start one);
+* n-n          : file per process (the upper bound).
+
+Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
+test: barrier, open, writes, sync, close, barrier; the read phase reads with ranks shifted by one
+so no rank reads what it wrote, and verifies a stamp in every object. On one machine all ranks
+share a page cache, so by default (as root) it is dropped before each read phase: reads come
+from storage, as the LANL shift intends (--cache keep measures cached reads). Effective bandwidth =
+total bytes / (first open .. last close). Modes are interleaved over --repetitions (alternating
+order); targets use the median over repetitions of the paired ratio (both modes of a repetition
+ran back to back).
+Targets (4 ranks, 64 MiB per rank, 47001 B): PLFS write >= 0.9x N-N and >= 1.3x MPI-IO
+independent; PLFS read >= 0.8x N-N.
+
+    mpirun -n 4 python benchmarks/lanl_checkpoint.py [--per-rank 64M] [--unit 47001] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+import hpcbridge  # noqa: E402
+import hpcbridge.plfs  # noqa: E402
+from hpcbridge.cli.main import parse_size  # noqa: E402
+
+from _common import write_json  # noqa: E402
+
+
+class Checkpoint:
+    """The objects of one rank: one buffer, stamped per object (rank, index)."""
+
+    def __init__(self, rank: int, size: int):
+        self.buffer = np.full(size, rank % 251 + 1, dtype=np.uint8)
+        self.stamp = self.buffer[:16].view(np.int64)
+
+    def object(self, rank: int, index: int) -> np.ndarray:
+        self.stamp[0], self.stamp[1] = rank, index
+        return self.buffer
+
+
+def offsets(rank, nobj, size, nranks):
+    return [i * nranks * size + rank * size for i in range(nobj)]
+
+
+# -- writers and readers of each mode ------------------------------------------------------------
+def write_mpiio(comm, path, ckpt, rank, nobj, size, collective):
+    fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY)
+    for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
+        buf = ckpt.object(rank, i)
+        if collective:
+            fh.Write_at_all(off, buf)
+        else:
+            fh.Write_at(off, buf)
+    fh.Sync()
+    fh.Close()
+
+
+def read_mpiio(comm, path, owner, nobj, size, collective):
+    fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
+    buf = np.empty(size, np.uint8)
+    bad = 0
+    for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
+        if collective:
+            fh.Read_at_all(off, buf)
+        else:
+            fh.Read_at(off, buf)
+        bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+    fh.Close()
+    return bad
+
+
+def write_plfs(comm, url, ckpt, rank, nobj, size):
+    f = hpcbridge.plfs.open(url, "wb", comm=comm)
+    for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
+        f.pwrite(ckpt.object(rank, i), off)
+    f.sync()
+    f.close()
+
+
+def read_plfs(comm, url, owner, nobj, size):
+    f = hpcbridge.plfs.open(url, "rb", comm=comm)
+    buf = np.empty(size, np.uint8)
+    bad = 0
+    for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
+        f.preadinto(buf, off)
+        bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+    f.close()
+    return bad
+
+
+def write_nn(comm, directory, ckpt, rank, nobj, size):
+    with hpcbridge.open(f"{directory}/nn.{rank:04d}", "wb") as f:
+        for i in range(nobj):
+            f.write(ckpt.object(rank, i))
+        f.sync()
+
+
+def read_nn(comm, directory, owner, nobj, size):
+    buf = np.empty(size, np.uint8)
+    bad = 0
+    with hpcbridge.open(f"{directory}/nn.{owner:04d}", "rb") as f:
+        for i in range(nobj):
+            f.readinto(buf)
+            bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+    return bad
+
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def can_drop_caches() -> bool:
+    return os.geteuid() == 0 and os.path.exists(DROP_CACHES)
+
+
+def drop_caches(comm, enabled: bool) -> None:
+    """Empty the page cache between the write and read phases (rank 0, then everyone waits).
+
+    The LANL test shifts ranks so that no node reads back what it wrote, i.e. reads come from
+    storage, not from the writer's cache; on one machine every rank shares one page cache, so the
+    cache is dropped instead.
+    """
+    comm.Barrier()
+    if enabled and comm.rank == 0:
+        os.sync()
+        with open(DROP_CACHES, "w") as f:
+            f.write("3\n")
+    comm.Barrier()
+
+
+def timed(comm, function, *args):
+    comm.Barrier()
+    started = MPI.Wtime()
+    result = function(comm, *args)
+    comm.Barrier()
+    return MPI.Wtime() - started, result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-rank", type=parse_size, default=parse_size("64M"), help="bytes per rank (64M)")
+    parser.add_argument("--unit", type=int, default=47001, help="access unit S in bytes (47001)")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="directory on the file system under test (default: a temp dir)")
+    parser.add_argument("--hdfs", default=None,
+                        help="add plfs-hdfs: an hdfs://nn:port URL, or 'testbed' to start a local one")
+    parser.add_argument("--webhdfs", default=None, help="NameNode HTTP address for --hdfs URL")
+    parser.add_argument("--cache", choices=["drop", "keep"], default="drop" if can_drop_caches() else "keep",
+                        help="drop the page cache before each read phase (default when root), so reads come "
+                             "from storage as in the LANL test, or keep it")
+    parser.add_argument("--output", default="results/lanl_checkpoint.json")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    rank, nranks = comm.rank, comm.size
+    size = args.unit
+    nobj = args.per_rank // size
+    total = nobj * size * nranks
+
+    base = None
+    cluster = None
+    hdfs = None
+    if rank == 0:
+        base = tempfile.mkdtemp(prefix="hpcbridge-lanl-", dir=args.dir)
+        if args.hdfs == "testbed":
+            from hpcbridge.testbed import HdfsCluster
+
+            cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-lanl-hdfs-"), datanodes=3)
+            info = cluster.up()
+            hdfs = (info.url, f"http://127.0.0.1:{info.http_port}")
+        elif args.hdfs:
+            hdfs = (args.hdfs, args.webhdfs)
+    base, hdfs = comm.bcast((base, hdfs), root=0)
+    ckpt = Checkpoint(rank, size)
+    owner = (rank + 1) % nranks  # read what the next rank wrote
+    modes = ["mpiio-indep", "mpiio-coll", "plfs-posix", "n-n"] + (["plfs-hdfs"] if hdfs else [])
+    samples = {m: {"write": [], "read": []} for m in modes}
+    bad_total = 0
+    try:
+        if hdfs and rank == 0:
+            hpcbridge.connect(hdfs[0], webhdfs=hdfs[1]).mkdir("/lanl", exist_ok=True)
+        comm.Barrier()
+        for rep in range(args.repetitions):
+            order = modes if rep % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                tag = f"{mode}-{rep}"
+                if mode.startswith("mpiio"):
+                    coll = mode == "mpiio-coll"
+                    path = f"{base}/{tag}.shared"
+                    w, _ = timed(comm, lambda c: write_mpiio(c, path, ckpt, rank, nobj, size, coll))
+                    drop_caches(comm, args.cache == "drop")
+                    r, bad = timed(comm, lambda c: read_mpiio(c, path, owner, nobj, size, coll))
+                elif mode == "plfs-posix":
+                    url = f"plfs+file://{base}/{tag}.plfs"
+                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size))
+                    drop_caches(comm, args.cache == "drop")
+                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size))
+                elif mode == "plfs-hdfs":
+                    url = hdfs[0].replace("hdfs://", "plfs+hdfs://") + f"/lanl/{tag}"
+                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size))
+                    drop_caches(comm, args.cache == "drop")
+                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size))
+                else:
+                    directory = f"{base}/{tag}.nn"
+                    if rank == 0:
+                        os.mkdir(directory)
+                    comm.Barrier()
+                    w, _ = timed(comm, lambda c: write_nn(c, directory, ckpt, rank, nobj, size))
+                    drop_caches(comm, args.cache == "drop")
+                    r, bad = timed(comm, lambda c: read_nn(c, directory, owner, nobj, size))
+                bad_total += comm.allreduce(bad)
+                samples[mode]["write"].append(total / w / 1e6)
+                samples[mode]["read"].append(total / r / 1e6)
+                if rank == 0:
+                    print(f"# rep {rep + 1} {mode:12} write {total / w / 1e6:8.1f} MB/s  "
+                          f"read {total / r / 1e6:8.1f} MB/s", flush=True)
+                    for entry in os.listdir(base):  # keep the disk footprint to one run
+                        p = os.path.join(base, entry)
+                        shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+                comm.Barrier()
+    finally:
+        if rank == 0:
+            shutil.rmtree(base, ignore_errors=True)
+            if cluster is not None:
+                cluster.down()
+    if rank != 0:
+        return 0 if bad_total == 0 else 1
+    med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in samples.items()}
+
+    def paired(a, b, phase):
+        """Median over repetitions of a/b: modes of one repetition ran back to back (alternating
+        order), so pairing them cancels the drift of a shared machine's disk."""
+        return statistics.median(x / y for x, y in zip(samples[a][phase], samples[b][phase]))
+
+    ratios = {
+        "plfs_write_vs_nn": paired("plfs-posix", "n-n", "write"),
+        "plfs_write_vs_mpiio_indep": paired("plfs-posix", "mpiio-indep", "write"),
+        "plfs_read_vs_nn": paired("plfs-posix", "n-n", "read"),
+        "plfs_write_vs_mpiio_coll": paired("plfs-posix", "mpiio-coll", "write"),
+    }
+    ratios_of_medians = {
+        "plfs_write_vs_nn": med["plfs-posix"]["write"] / med["n-n"]["write"],
+        "plfs_write_vs_mpiio_indep": med["plfs-posix"]["write"] / med["mpiio-indep"]["write"],
+        "plfs_read_vs_nn": med["plfs-posix"]["read"] / med["n-n"]["read"],
+    }
+    met = (ratios["plfs_write_vs_nn"] >= 0.9 and ratios["plfs_write_vs_mpiio_indep"] >= 1.3
+           and ratios["plfs_read_vs_nn"] >= 0.8 and bad_total == 0)
+    print(f"LANL N-1 strided, {nranks} ranks x {nobj * size / 2**20:.1f} MiB, unit {size} B, "
+          f"medians of {args.repetitions}, page cache {'dropped' if args.cache == 'drop' else 'kept'} "
+          f"before reads (MB/s):")
+    for m in modes:
+        print(f"  {m:12} write {med[m]['write']:8.1f}   read {med[m]['read']:8.1f}")
+    print(f"  paired ratios (median over repetitions): PLFS/N-N write {ratios['plfs_write_vs_nn']:.2f} (>= 0.9), "
+          f"PLFS/MPI-IO indep write {ratios['plfs_write_vs_mpiio_indep']:.2f} (>= 1.3), "
+          f"PLFS/N-N read {ratios['plfs_read_vs_nn']:.2f} (>= 0.8)")
+    print("  ratios of the medians: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios_of_medians.items()))
+    if "plfs-hdfs" in med:
+        print(f"  PLFS on HDFS: write {med['plfs-hdfs']['write']:.1f}, read {med['plfs-hdfs']['read']:.1f} MB/s")
+    print(f"  objects failing verification: {bad_total}")
+    print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
+    write_json(args.output, {"benchmark": "lanl_checkpoint", "ranks": nranks, "cache": args.cache, "unit": size, "objects": nobj,
+                             "bytes": total, "samples_MBps": samples, "median_MBps": med, "ratios": ratios,
+                             "ratios_of_medians": ratios_of_medians,
+                             "verification_failures": bad_total, "meets_target": met})
+    return 0 if bad_total == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

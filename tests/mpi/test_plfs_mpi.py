@@ -1,0 +1,84 @@
+"""PLFS under mpirun: N-1 strided and segmented checkpoints, collective opens, parallel index
+merge, read back with a different number of ranks."""
+
+import numpy as np
+import pytest
+
+import hpcbridge
+import hpcbridge.plfs
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def piece(rank, i, size):
+    return np.full(size, (rank * 13 + i) % 251 + 1, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("pattern", ["strided", "segmented"])
+def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, pattern):
+    url = f"plfs+file://{mpi_tmp_path}/ckpt-{pattern}"
+    S, nobj, P = 47001, 12, comm.size
+
+    def offset(rank, i):
+        return i * P * S + rank * S if pattern == "strided" else rank * nobj * S + i * S
+
+    f = hpcbridge.plfs.open(url, "wb", comm=comm)
+    for i in range(nobj):
+        f.pwrite(piece(comm.rank, i, S), offset(comm.rank, i))
+    f.close()  # collective: one metadata record for the job
+
+    container = hpcbridge.connect("plfs+file:///").container(f"{mpi_tmp_path}/ckpt-{pattern}")
+    metas = container.metas()
+    index_sizes = sorted(fs.info(p).size for _, fs, p in container.index_logs())
+    # Read back with a different number of ranks: the lower half of the ranks (at least one).
+    sub = comm.Split(0 if comm.rank < max(1, P // 2) else 1, comm.rank)
+    got_ok = True
+    if comm.rank < max(1, P // 2):
+        with hpcbridge.plfs.open(url, "rb", comm=sub) as r:
+            for owner in range(P):  # every rank of the reading group checks every writer's data
+                for i in range(nobj):
+                    got_ok &= np.array_equal(np.frombuffer(r.pread(S, offset(owner, i)), np.uint8),
+                                             piece(owner, i, S))
+            got_ok &= r.pread(10, P * nobj * S) == b""
+    sub.Free()
+    ok = comm.allreduce(got_ok, op=__import__("mpi4py").MPI.LAND)
+    assert ok
+    assert len(metas) == 1 and len(metas[0]["writers"]) == P and metas[0]["size"] == P * nobj * S
+    assert index_sizes == [56] * P  # one pattern record (or one merged extent) per rank
+
+
+def test_collective_read_merges_the_index_in_parallel(comm, mpi_tmp_path):
+    from hpcbridge.plfs.reader import load_index
+
+    url = f"plfs+file://{mpi_tmp_path}/par"
+    f = hpcbridge.plfs.open(url, "wb", comm=comm)
+    f.pwrite(np.full(1000, comm.rank + 1, np.uint8), comm.rank * 1000)
+    f.close()
+    container = hpcbridge.connect("plfs+file:///").container(f"{mpi_tmp_path}/par")
+    calls = []
+    original = container.read_index_logs
+
+    def counting(logs, on_corruption="raise"):
+        calls.append(len(logs))
+        return original(logs, on_corruption)
+
+    container.read_index_logs = counting
+    index, damage = load_index(container, comm=comm)
+    mine = sum(calls)
+    total = comm.allreduce(mine)
+    assert total == comm.size and mine <= 1  # each rank read its share, not everything
+    assert index.size == comm.size * 1000 and not damage
+
+
+def test_collective_open_errors_reach_every_rank(comm, mpi_tmp_path):
+    url = f"plfs+file://{mpi_tmp_path}/missing-dir/ckpt"
+    with pytest.raises(FileNotFoundError):
+        hpcbridge.plfs.open(url, "wb", comm=comm)
+    comm.Barrier()
