@@ -272,7 +272,8 @@ def main(argv=None) -> int:
         print(f"  PLFS on HDFS: write {med['plfs-hdfs']['write']:.1f}, read {med['plfs-hdfs']['read']:.1f} MB/s")
     print(f"  objects failing verification: {bad_total}")
     print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
-    write_json(args.output, {"benchmark": "lanl_checkpoint", "ranks": nranks, "cache": args.cache, "unit": size, "objects": nobj,
+    write_json(args.output, {"benchmark": "lanl_checkpoint", "ranks": nranks, "cache": args.cache,
+                             "unit": size, "objects": nobj,
                              "bytes": total, "samples_MBps": samples, "median_MBps": med, "ratios": ratios,
                              "ratios_of_medians": ratios_of_medians,
                              "verification_failures": bad_total, "meets_target": met})

@@ -13,8 +13,7 @@ import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
-from .format import (MARKER, META_DIR, OPEN_DIR, decode_records, host_dir, index_log_name, marker_json,
-                     parse_marker)
+from .format import MARKER, META_DIR, OPEN_DIR, decode_records, host_dir, marker_json, parse_marker
 
 __all__ = ["Container", "Damage", "PlfsCorruptionError"]
 

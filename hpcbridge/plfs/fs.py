@@ -293,8 +293,8 @@ class PlfsFileSystem(FileSystem):
         index, _ = load_index(container, self.on_corruption)
         pieces = index.lookup(start, start + length)
         blocks: list[BlockLocation] = []
-        for logical, size, physical, writer in zip(*(pieces[k].tolist() for k in ("logical", "length", "physical",
-                                                                                   "writer"))):
+        columns = (pieces[k].tolist() for k in ("logical", "length", "physical", "writer"))
+        for logical, size, physical, writer in zip(*columns):
             fs, log = container.data_log(writer)
             for b in fs.block_locations(log, physical, size):
                 offset = logical + (b.offset - physical)

@@ -26,7 +26,6 @@ __all__ = ["PlfsWriter", "next_sequence", "advance_sequence"]
 
 _sequence_lock = threading.Lock()
 _sequence = itertools.count(1)
-_sequence_floor = 0
 
 
 def next_sequence() -> int:
@@ -37,7 +36,7 @@ def next_sequence() -> int:
 
 def advance_sequence(floor: int) -> None:
     """Make every later sequence number of this process greater than ``floor``."""
-    global _sequence, _sequence_floor
+    global _sequence
     with _sequence_lock:
         current = next(_sequence)
         start = max(current, floor + 1)
