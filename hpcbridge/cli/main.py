@@ -191,6 +191,72 @@ def cmd_testbed(args) -> object:
     return {"stopped": True}
 
 
+def _container(url):
+    from ..plfs.fs import PlfsFileSystem
+
+    fs, path = url_to_fs(url)
+    if not isinstance(fs, PlfsFileSystem):
+        raise ValueError(f"{url!r} is not a PLFS URL (plfs+file:///..., plfs+hdfs://...)")
+    container = fs.container(path)
+    container.marker  # FileNotFoundError when there is no container
+    return fs, path, container
+
+
+def cmd_plfs(args) -> object:
+    from ..plfs import tools
+
+    fs, path, container = _container(args.url)
+    if args.action == "info":
+        result = tools.info(container)
+        if not args.json:
+            for key, value in result.items():
+                if key == "open_writers":
+                    value = ", ".join(f"{w.get('writer', 0):08x} (pid {w.get('pid', '?')})" for w in value) or "none"
+                print(f"{key.replace('_', ' '):>17}: {value}")
+        return result
+    if args.action == "check":
+        result = tools.check(container)
+        if not args.json:
+            print(f"{result['url']}: {result['writers']} writers, logical size {result['logical_size']}, "
+                  f"{result['holes']} hole(s) of {result['hole_bytes']} bytes")
+            for problem in result["problems"]:
+                print(f"  PROBLEM: {problem}")
+            print("  healthy" if result["healthy"] else f"  {len(result['problems'])} problem(s)")
+        if not result["healthy"]:
+            args.exit_code = 1
+        return result
+    if args.action == "recover":
+        writers = tools.recover(container)
+        if not args.json:
+            print(f"recovered {len(writers)} unclosed writer(s): " + (", ".join(f"{w:08x}" for w in writers) or "none"))
+        return {"recovered": writers}
+    if args.action == "flatten":
+        result = tools.flatten(container)
+        if not args.json:
+            print(f"flattened {len(result['sources'])} index logs into {result['records']} records "
+                  f"({result['size']} logical bytes)")
+        return result
+    # export: the logical file as a plain file
+    if not args.dest:
+        raise ValueError("plfs export needs a destination: hpcbridge plfs export URL DEST")
+    dst_fs, dst = url_to_fs(os.path.abspath(args.dest) if "://" not in args.dest else args.dest)
+    size = fs.info(path).size
+    show = args.progress if args.progress is not None else (sys.stderr.isatty() and not args.json)
+    bar = None
+    if show and size >= PROGRESS_THRESHOLD:
+        from tqdm import tqdm
+
+        bar = tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="export", file=sys.stderr)
+    try:
+        copied = copy_file(fs, path, dst_fs, dst, progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    if not args.json:
+        print(f"exported {copied} bytes to {dst_fs.url(dst)}")
+    return {"source": fs.url(path), "destination": dst_fs.url(dst), "bytes": copied}
+
+
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hpcbridge`` command."""
@@ -232,6 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replication", type=int, default=1, help="default replication (default 1)")
     p.add_argument("--block-size", type=parse_size, default=parse_size("64M"), help="default block size (64M)")
 
+    p = add("plfs", cmd_plfs, "inspect and maintain PLFS containers (plfs+file:///..., plfs+hdfs://...)")
+    p.add_argument("action", choices=["info", "check", "recover", "flatten", "export"],
+                   help="info: writers, records, sizes; check: checksums, holes, unclosed writers (exit 1 "
+                        "on problems); recover: declare unclosed writers dead (HDFS lease recovery) so their "
+                        "synced data reads; flatten: persist the resolved index; export: write the logical "
+                        "file as a plain file")
+    p.add_argument("url", help="PLFS URL of the logical file")
+    p.add_argument("dest", nargs="?", help="export destination (path or URL)")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar on export")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
     for name, func, text, first, second in (
         ("put", cmd_put, "copy a local file or directory to a URL", "local", "url"),
         ("get", cmd_get, "copy a URL to a local file or directory", "url", "local"),
@@ -264,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if args.json:
         print(json.dumps(result, indent=2, default=str))
-    return 0
+    return getattr(args, "exit_code", 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

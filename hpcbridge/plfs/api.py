@@ -16,10 +16,11 @@ __all__ = ["open"]
 class _CollectiveWriteRaw(_PlfsWriteRaw):
     """A rank's writer whose close is collective: one metadata record for the whole job."""
 
-    def __init__(self, *args, comm, job: str, **kwargs):
+    def __init__(self, *args, comm, job: str, flatten: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self._comm = comm
         self._job = job
+        self._flatten = flatten
 
     def close(self) -> None:
         """Collective: every rank closes its writer; rank 0 writes the job's metadata record."""
@@ -32,10 +33,14 @@ class _CollectiveWriteRaw(_PlfsWriteRaw):
         summaries = self._comm.gather(summary, root=0)
         if self._comm.rank == 0:
             self._writer.container.write_meta(f"job.{self._job}", summaries)
+            if self._flatten:  # one rank persists the resolved index for later readers
+                from .tools import flatten
+
+                flatten(self._writer.container)
         self._comm.Barrier()
 
 
-def open(url, mode: str = "rb", comm=None, shared: bool = False, **options):
+def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool = False, **options):
     """Open a PLFS logical file; with ``comm`` (an mpi4py communicator) the open is collective.
 
     Parameters
@@ -52,6 +57,9 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, **options):
     shared:
         Without MPI: ``"wb"`` joins the logical file as one more writer instead of truncating it
         (several processes writing one file; the first creates the container).
+    flatten:
+        With ``comm`` and a write mode: at the collective close, rank 0 persists the resolved
+        index (``flat.index``), so later opens need not read every index log.
     **options:
         Options of :class:`~hpcbridge.plfs.fs.PlfsFileSystem` and of the backing store.
 
@@ -96,4 +104,4 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, **options):
     advance_sequence(max_sequence)
     writer = PlfsWriter(container, base + comm.rank)
     comm.Barrier()
-    return _CollectiveWriteRaw(fs, p, writer, m, start, comm=comm, job=f"{base:08x}")
+    return _CollectiveWriteRaw(fs, p, writer, m, start, comm=comm, job=f"{base:08x}", flatten=flatten)

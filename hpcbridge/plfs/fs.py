@@ -235,8 +235,10 @@ class PlfsFileSystem(FileSystem):
                             stat.S_IFREG | (backing_info.mode & 0o666 or 0o644), backing_info.owner,
                             backing_info.group, backing_info.uid, backing_info.gid, backing_info.replication,
                             backing_info.block_size)
+        # A directory, or a plain backing file that is not a PLFS file (reported as "other").
         kind = FileType.DIRECTORY if backing_info.is_dir else FileType.OTHER
-        return FileInfo(path, self.url(path), kind, 0, backing_info.mtime, backing_info.mode,
+        return FileInfo(path, self.url(path), kind, 0 if backing_info.is_dir else backing_info.size,
+                        backing_info.mtime, backing_info.mode,
                         backing_info.owner, backing_info.group, backing_info.uid, backing_info.gid,
                         backing_info.replication, backing_info.block_size)
 

@@ -26,6 +26,13 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     With an MPI communicator, each rank reads its share of the index logs and the records are
     allgathered, instead of every rank reading everything.
     """
+    from .tools import load_flat
+
+    flat = load_flat(container) if (comm is None or comm.rank == 0) else None
+    if comm is not None and comm.size > 1:
+        flat = comm.bcast(flat, root=0)
+    if flat is not None:
+        return flat, []
     logs = container.index_logs()
     if comm is not None and comm.size > 1:
         mine = logs[comm.rank::comm.size]

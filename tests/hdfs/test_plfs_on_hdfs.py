@@ -1,0 +1,100 @@
+"""PLFS containers on the real HDFS cluster: N-1 writes where HDFS alone allows one writer per
+file and no positional writes."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import hpcbridge
+import hpcbridge.plfs
+
+pytestmark = pytest.mark.hdfs
+
+
+@pytest.fixture
+def plfs_url(hdfs_cluster, hdfs_root):
+    return f"plfs+hdfs://127.0.0.1:{hdfs_cluster.info.rpc_port}{hdfs_root}"
+
+
+@pytest.fixture
+def webhdfs(hdfs_cluster):
+    return f"http://127.0.0.1:{hdfs_cluster.info.http_port}"
+
+
+def test_n1_strided_checkpoint_into_hdfs(plfs_url, webhdfs, hdfs):
+    S, P, n = 47001, 4, 40
+    writers = [hpcbridge.plfs.open(f"{plfs_url}/ckpt", "wb", shared=True, webhdfs=webhdfs) for _ in range(P)]
+    for r, w in enumerate(writers):  # each writer's writes in order, as one rank's
+        for i in range(n):
+            w.pwrite(np.full(S, (r * 7 + i) % 251 + 1, np.uint8), i * P * S + r * S)
+    for w in writers:
+        w.close()
+    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs)
+    path = "/tests/" + plfs_url.split("/tests/")[1] + "/ckpt"
+    assert fs.info(path).size == n * P * S
+    with fs.open(path) as f:
+        for r in range(P):
+            for i in (0, n // 2, n - 1):
+                assert f.pread(S, i * P * S + r * S) == bytes([(r * 7 + i) % 251 + 1]) * S
+    container = fs.container(path)
+    assert [hdfs.info(p).size for _, _, p in container.index_logs()] == [56] * P  # one pattern each
+    blocks = fs.block_locations(path)
+    assert blocks[0].offset == 0 and blocks[-1].end == n * P * S
+    assert {h for b in blocks for h in b.hosts} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+
+
+def test_overlapping_writers_on_hdfs_match_the_model(plfs_url, webhdfs):
+    rng = np.random.default_rng(5)
+    model = bytearray()
+    writers = [hpcbridge.plfs.open(f"{plfs_url}/ow", "wb", shared=True, webhdfs=webhdfs) for _ in range(3)]
+    for step in range(40):
+        w = int(rng.integers(0, 3))
+        offset, length = int(rng.integers(0, 200_000)), int(rng.integers(1, 50_000))
+        payload = bytes([step % 251 + 1]) * length
+        writers[w].pwrite(payload, offset)
+        model.extend(bytes(max(0, offset + length - len(model))))
+        model[offset:offset + length] = payload
+    for w in writers:
+        w.close()
+    with hpcbridge.plfs.open(f"{plfs_url}/ow", "rb", webhdfs=webhdfs) as f:
+        assert f.read() == bytes(model)
+
+
+_CRASHER = textwrap.dedent("""
+    import sys, hpcbridge.plfs
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2])
+    i = 0
+    while True:
+        f.pwrite(bytes([i % 251 + 1]) * 1000, i * 1000)
+        i += 1
+        if i % 100 == 0:
+            f.sync()
+            print(i, flush=True)
+""")
+
+
+def test_writer_killed_mid_write_on_hdfs(plfs_url, webhdfs):
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHER, f"{plfs_url}/crash", webhdfs],
+                            stdout=subprocess.PIPE, text=True)
+    synced = 0
+    deadline = time.monotonic() + 120
+    while synced < 300 and time.monotonic() < deadline:
+        synced = int(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    from hpcbridge.cli.main import main
+
+    assert main(["plfs", "check", f"{plfs_url}/crash"]) == 1  # the unclosed writer is reported
+    assert main(["plfs", "recover", f"{plfs_url}/crash"]) == 0  # HDFS lease recovery of its logs
+    assert main(["plfs", "check", f"{plfs_url}/crash"]) == 0
+    with hpcbridge.plfs.open(f"{plfs_url}/crash", "rb", webhdfs=webhdfs) as f:
+        data = f.read()
+    assert len(data) >= synced * 1000
+    for i in range(synced):  # every byte synced before the kill reads back right
+        assert data[i * 1000:(i + 1) * 1000] == bytes([i % 251 + 1]) * 1000
