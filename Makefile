@@ -30,6 +30,10 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/posix_overhead.py
+	$(PY) benchmarks/readahead.py
+	$(PY) benchmarks/dfsio.py
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+	  mpirun -n $(MPI_NP) $(PY) benchmarks/lanl_checkpoint.py --hdfs testbed
 
 lint: setup
 	$(PY) -m flake8 hpcbridge tests benchmarks examples scripts
