@@ -17,7 +17,9 @@ import io
 import os
 import posixpath
 import random
+import socket
 import stat
+import zlib
 from collections.abc import Iterator
 
 from ..errors import InvalidURLError, os_error
@@ -363,9 +365,9 @@ class PlfsFileSystem(FileSystem):
     def _new_writer(container: Container, writer_id: int | None) -> PlfsWriter:
         if writer_id is not None:
             return PlfsWriter(container, writer_id)
-        for _ in range(8):  # a random id: collisions are improbable and detected (exclusive create)
+        for _ in range(8):  # collisions are improbable and detected (exclusive create of the open record)
             try:
-                return PlfsWriter(container, random.getrandbits(32))
+                return PlfsWriter(container, _writer_id())
             except FileExistsError:
                 continue
         raise os_error(errno.EEXIST, container.url, BACKEND, "could not find an unused writer id")
@@ -379,6 +381,11 @@ class PlfsFileSystem(FileSystem):
 
     def local_path(self, path) -> str:
         raise self._unsupported("a local OS path", self._path(path), "PLFS files exist only as containers")
+
+
+def _writer_id() -> int:
+    """A writer id for a writer outside MPI: from this host, this process and a random part."""
+    return zlib.crc32(f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(64)}".encode())
 
 
 def _rebuild(netloc, options):

@@ -98,3 +98,25 @@ def test_writer_killed_mid_write_on_hdfs(plfs_url, webhdfs):
     assert len(data) >= synced * 1000
     for i in range(synced):  # every byte synced before the kill reads back right
         assert data[i * 1000:(i + 1) * 1000] == bytes([i % 251 + 1]) * 1000
+
+
+def test_corrupt_index_record_on_hdfs(plfs_url, webhdfs, hdfs):
+    from hpcbridge.plfs.container import PlfsCorruptionError
+
+    writers = [hpcbridge.plfs.open(f"{plfs_url}/bad", "wb", shared=True, webhdfs=webhdfs) for _ in range(3)]
+    for r, w in enumerate(writers):
+        w.pwrite(bytes([r + 1]) * 100, r * 100)
+        w.close()
+    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs)
+    path = "/tests/" + plfs_url.split("/tests/")[1] + "/bad"
+    victim_writer, _, victim = fs.container(path).index_logs()[0]
+    raw = bytearray(hdfs.read_bytes(victim))
+    raw[20] ^= 0x01  # the physical offset: checksum mismatch
+    hdfs.write_bytes(victim, bytes(raw))  # HDFS has no in-place write: rewrite the log
+    with pytest.raises(PlfsCorruptionError, match="corrupt index record 0 in hdfs://"):
+        fs.read_bytes(path)
+    data = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs, on_corruption="skip").read_bytes(path)
+    data = data.ljust(300, b"\0")  # dropping the last writer's record also shortens the file
+    for r, w in enumerate(writers):
+        expected = bytes(100) if w.writer_id == victim_writer else bytes([r + 1]) * 100
+        assert data[r * 100:(r + 1) * 100] == expected

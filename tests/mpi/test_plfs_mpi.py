@@ -17,31 +17,73 @@ def comm():
     return MPI.COMM_WORLD
 
 
+@pytest.fixture(scope="module")
+def backing(request):
+    """Backing stores for the containers: the POSIX directory, and a real HDFS that rank 0 starts
+    for this module (and stops by pid at its end)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    cluster, info = None, None
+    if comm.rank == 0:
+        import tempfile
+
+        from hpcbridge.testbed import HdfsCluster
+
+        try:
+            cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-mpi-hdfs-"), datanodes=3)
+            started = cluster.up()
+            info = (started.url, f"http://127.0.0.1:{started.http_port}")
+        except Exception as exc:  # every rank must learn it, or the others would wait forever
+            info = ("error", repr(exc))
+    info = comm.bcast(info, root=0)
+    try:
+        if info[0] == "error":
+            pytest.fail(f"the HDFS testbed did not start: {info[1]}")
+        yield {"posix": None, "hdfs": info}
+    finally:
+        comm.Barrier()
+        if cluster is not None:
+            cluster.down()
+
+
+def container_url(where, backing, tmp, name):
+    if where == "posix":
+        return f"plfs+file://{tmp}/{name}", {}
+    url, webhdfs = backing["hdfs"]
+    return url.replace("hdfs://", "plfs+hdfs://") + f"/mpi/{name}", {"webhdfs": webhdfs}
+
+
 def piece(rank, i, size):
     return np.full(size, (rank * 13 + i) % 251 + 1, dtype=np.uint8)
 
 
+@pytest.mark.parametrize("where", ["posix", "hdfs"])
 @pytest.mark.parametrize("pattern", ["strided", "segmented"])
-def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, pattern):
-    url = f"plfs+file://{mpi_tmp_path}/ckpt-{pattern}"
+def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, backing, pattern, where):
+    url, options = container_url(where, backing, mpi_tmp_path, f"ckpt-{pattern}")
     S, nobj, P = 47001, 12, comm.size
 
     def offset(rank, i):
         return i * P * S + rank * S if pattern == "strided" else rank * nobj * S + i * S
 
-    f = hpcbridge.plfs.open(url, "wb", comm=comm)
+    if where == "hdfs" and comm.rank == 0:
+        hpcbridge.connect(backing["hdfs"][0], webhdfs=options["webhdfs"]).mkdir("/mpi", exist_ok=True)
+    comm.Barrier()
+    f = hpcbridge.plfs.open(url, "wb", comm=comm, **options)
     for i in range(nobj):
         f.pwrite(piece(comm.rank, i, S), offset(comm.rank, i))
     f.close()  # collective: one metadata record for the job
 
-    container = hpcbridge.connect("plfs+file:///").container(f"{mpi_tmp_path}/ckpt-{pattern}")
+    fs, path = hpcbridge.url_to_fs(url, **options)
+    container = fs.container(path)
     metas = container.metas()
-    index_sizes = sorted(fs.info(p).size for _, fs, p in container.index_logs())
+    index_sizes = sorted(bfs.info(p).size for _, bfs, p in container.index_logs())
     # Read back with a different number of ranks: the lower half of the ranks (at least one).
     sub = comm.Split(0 if comm.rank < max(1, P // 2) else 1, comm.rank)
     got_ok = True
     if comm.rank < max(1, P // 2):
-        with hpcbridge.plfs.open(url, "rb", comm=sub) as r:
+        with hpcbridge.plfs.open(url, "rb", comm=sub, **options) as r:
             for owner in range(P):  # every rank of the reading group checks every writer's data
                 for i in range(nobj):
                     got_ok &= np.array_equal(np.frombuffer(r.pread(S, offset(owner, i)), np.uint8),
