@@ -121,15 +121,16 @@ def test_several_volumes(tmp_path):
     for v in vols:
         v.mkdir()
     url = "plfs+file://" + ",".join(f"{v}/ckpt" for v in vols)
-    writers = [hpcbridge.plfs.open(url, "wb", shared=True) for _ in range(6)]
+    fs = hpcbridge.connect("plfs+file://" + ",".join(str(v) for v in vols), writers_hint=9)  # 3 host dirs
+    writers = [fs.open_writer("/ckpt", writer_id=r) for r in range(6)]  # host dirs 0,1,2,0,1,2
     for r, w in enumerate(writers):
         w.pwrite(bytes([r + 1]) * 1000, r * 1000)
         w.close()
     with hpcbridge.plfs.open(url, "rb") as f:
         assert f.read() == b"".join(bytes([r + 1]) * 1000 for r in range(6))
-    used = [v for v in vols if any(n.startswith("hostdir.") for n in os.listdir(v / "ckpt"))]
-    assert len(used) >= 2  # host directories spread over the volumes
-    fs = hpcbridge.connect("plfs+file://" + ",".join(str(v) for v in vols))
+    for k, v in enumerate(vols):  # host directory k lives on volume k
+        assert sorted(n for n in os.listdir(v / "ckpt") if n.startswith("hostdir.")) == [f"hostdir.{k}"]
+    assert os.path.exists(vols[0] / "ckpt" / ".plfscontainer")  # the canonical volume
     assert fs.ls("/") == ["/ckpt"] and fs.info("/ckpt").size == 6000
 
 

@@ -41,7 +41,8 @@ def test_check_reports_unclosed_writers_and_short_logs(tmp_path, capsys):
     handle.close()
     fs = hpcbridge.connect("plfs+file:///")
     container = fs.container(f"{tmp_path}/ck")
-    _, data = container.data_log(container.index_logs()[0][0])
+    logs = [container.data_log(writer)[1] for writer, _, _ in container.index_logs()]
+    data = max(logs, key=lambda p: open(p, "rb").seek(0, 2))  # a 1000-byte log (not the 10-byte one)
     with open(data, "r+b") as f:
         f.truncate(10)
     assert main(["plfs", "check", url]) == 1
