@@ -19,6 +19,12 @@ from .index import GlobalIndex
 
 __all__ = ["PlfsReader", "load_index"]
 
+# Resolved indexes of recently opened containers, keyed by the index logs and their sizes: an
+# unchanged container is reopened without reading its index logs again.
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = 16
+_cache_lock = threading.Lock()
+
 
 def load_index(container: Container, on_corruption: str = "raise", comm=None):
     """Merge every writer's index log into a :class:`GlobalIndex`; returns ``(index, damage)``.
@@ -34,6 +40,13 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     if flat is not None:
         return flat, []
     logs = container.index_logs()
+    key = None
+    if comm is None or comm.size == 1:
+        key = (container.url, tuple((log[2], log[1].info(log[2]).size) for log in logs))
+        with _cache_lock:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                return _CACHE[key], []
     if comm is not None and comm.size > 1:
         mine = logs[comm.rank::comm.size]
         records, damage = container.read_index_logs(mine, "skip")
@@ -45,7 +58,13 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
             container.read_index_logs([log for log in logs if log[1].url(log[2]) == serious[0][0]], "raise")
     else:
         records, damage = container.read_index_logs(logs, on_corruption)
-    return GlobalIndex.build(records), damage
+    index = GlobalIndex.build(records)
+    if key is not None and not damage:
+        with _cache_lock:
+            _CACHE[key] = index
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return index, damage
 
 
 class PlfsReader:

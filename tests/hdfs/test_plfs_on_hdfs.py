@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hpcbridge
 import hpcbridge.plfs
@@ -49,20 +51,23 @@ def test_n1_strided_checkpoint_into_hdfs(plfs_url, webhdfs, hdfs):
     assert {h for b in blocks for h in b.hosts} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
 
 
-def test_overlapping_writers_on_hdfs_match_the_model(plfs_url, webhdfs):
-    rng = np.random.default_rng(5)
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 300_000), st.integers(1, 100_000)),
+                    min_size=1, max_size=16))
+def test_overlapping_writers_on_hdfs_match_the_model(plfs_url, webhdfs, ops):
+    url = f"{plfs_url}/ow-{abs(hash(tuple(ops)))}"
     model = bytearray()
-    writers = [hpcbridge.plfs.open(f"{plfs_url}/ow", "wb", shared=True, webhdfs=webhdfs) for _ in range(3)]
-    for step in range(40):
-        w = int(rng.integers(0, 3))
-        offset, length = int(rng.integers(0, 200_000)), int(rng.integers(1, 50_000))
+    writers = {}
+    for step, (w, offset, length) in enumerate(ops):
+        if w not in writers:
+            writers[w] = hpcbridge.plfs.open(url, "wb", shared=True, webhdfs=webhdfs)
         payload = bytes([step % 251 + 1]) * length
         writers[w].pwrite(payload, offset)
         model.extend(bytes(max(0, offset + length - len(model))))
         model[offset:offset + length] = payload
-    for w in writers:
+    for w in writers.values():
         w.close()
-    with hpcbridge.plfs.open(f"{plfs_url}/ow", "rb", webhdfs=webhdfs) as f:
+    with hpcbridge.plfs.open(url, "rb", webhdfs=webhdfs) as f:
         assert f.read() == bytes(model)
 
 

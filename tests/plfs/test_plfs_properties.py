@@ -200,3 +200,41 @@ def test_writer_killed_mid_write_leaves_a_readable_container(tmp_path):
     assert len(data) >= flushed * 1000
     for i in range(flushed):  # every byte flushed before the kill reads back right
         assert data[i * 1000:(i + 1) * 1000] == bytes([i % 251 + 1]) * 1000
+
+
+def _process_writer(url, rank, nprocs, piece, count):
+    import hpcbridge.plfs
+
+    f = hpcbridge.plfs.open(url, "wb", shared=True)
+    for i in range(count):
+        f.pwrite(bytes([rank + 1]) * piece, (i * nprocs + rank) * piece)
+    f.close()
+    return f.writer_id
+
+
+def test_several_processes_without_mpi(tmp_path):
+    import multiprocessing
+
+    url = f"plfs+file://{tmp_path}/mp"
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        ids = pool.starmap(_process_writer, [(url, r, 4, 1000, 25) for r in range(4)])
+    assert len(set(ids)) == 4  # writer ids from host, pid and a random part: distinct
+    with hpcbridge.plfs.open(url, "rb") as f:
+        data = f.read()
+    assert data == b"".join(bytes([r + 1]) * 1000 for _ in range(25) for r in range(4))
+
+
+def test_reopening_an_unchanged_container_reuses_its_index(tmp_path):
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/cached"
+    fs.write_bytes(path, b"abc" * 1000)
+    container = fs.container(path)
+    load_index(container)
+    reads = []
+    original = container.read_index_logs
+    container.read_index_logs = lambda logs, mode="raise": reads.append(1) or original(logs, mode)
+    assert load_index(container)[0].size == 3000 and not reads  # from the cache
+    w = fs.open_writer(path)
+    w.pwrite(b"more", 3000)
+    w.close()
+    assert load_index(container)[0].size == 3004 and reads  # a log changed: read again
