@@ -238,3 +238,26 @@ def test_reopening_an_unchanged_container_reuses_its_index(tmp_path):
     w.pwrite(b"more", 3000)
     w.close()
     assert load_index(container)[0].size == 3004 and reads  # a log changed: read again
+
+
+def test_open_data_logs_are_bounded(tmp_path):
+    """PLFS #114: reading a wide container must not run out of descriptors."""
+    from hpcbridge.plfs.reader import PlfsReader
+
+    fs = hpcbridge.connect("plfs+file:///")
+    path = f"{tmp_path}/wide"
+    for r in range(10):
+        w = fs.open_writer(path)
+        w.pwrite(bytes([r + 1]) * 100, r * 100)
+        w.close()
+    container = fs.container(path)
+    reader = PlfsReader(container, load_index(container)[0], max_open=3)
+    buffer = bytearray(100)
+    for r in list(range(10)) * 2:
+        reader.readinto(buffer, r * 100)
+        assert buffer == bytes([r + 1]) * 100
+        assert len(reader._handles) <= 3
+    big = bytearray(1000)
+    reader.SMALL_READ = 0  # the parallel path too
+    assert reader.readinto(big, 0) == 1000 and len(reader._handles) <= 3
+    reader.close()
