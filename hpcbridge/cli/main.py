@@ -257,6 +257,19 @@ def cmd_plfs(args) -> object:
     return {"source": fs.url(path), "destination": dst_fs.url(dst), "bytes": copied}
 
 
+def cmd_bench(args) -> object:
+    from .report import load_results, render_plot, render_table
+
+    results = load_results(args.files)
+    table = render_table(results)
+    png = render_plot(results, args.plot)
+    if args.json:
+        return {"rows": [dict(zip(table[0], row)) for row in table[1:]], "plot": png}
+    _print_table(table[1:], table[0])
+    print(f"plot: {png}")
+    return None
+
+
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hpcbridge`` command."""
@@ -308,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", nargs="?", help="export destination (path or URL)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar on export")
     p.add_argument("--no-progress", dest="progress", action="store_false")
+
+    p = add("bench", cmd_bench, "summarise benchmark results: a table and PNG plots")
+    p.add_argument("action", choices=["report"])
+    p.add_argument("files", nargs="+", help="JSON files written by the benchmarks (results/*.json)")
+    p.add_argument("--plot", default="results/report.png", help="PNG output (default results/report.png)")
 
     for name, func, text, first, second in (
         ("put", cmd_put, "copy a local file or directory to a URL", "local", "url"),

@@ -1,0 +1,74 @@
+"""Small FLASH-IO and BT-IO runs under mpirun: they verify their own output; h5ls checks the
+HDF5 files independently; file sizes are the kernels' own formulas."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.mpi(min_size=4)
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
+sys.path.insert(0, os.path.abspath(BENCH))
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+@pytest.mark.parametrize("collective", [False, True])
+def test_flash_io_small(comm, mpi_tmp_path, collective):
+    import flash_io
+
+    out = str(mpi_tmp_path / "flash.json")
+    args = ["--nxb", "8", "--blocks", "4", "--dir", str(mpi_tmp_path), "--keep", "--output", out]
+    assert flash_io.main(args + (["--collective"] if collective else [])) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        result = json.load(open(out))
+        total = sum(4 + r % 3 for r in range(comm.size))
+        assert result["verified"] and result["blocks"] == total
+        assert [round(f["raw_MiB"] * 2**20) for f in result["files"]] == [
+            total * (8 ** 3 * 192 + 164), total * (8 ** 3 * 16 + 116), total * (9 ** 3 * 16 + 116)]
+        listing = subprocess.run(["h5ls", str(mpi_tmp_path / "flash_io_test_hdf5_chk_0000")],
+                                 capture_output=True, text=True, check=True).stdout
+        for name in ("dens", "f13\\\\ ", "gid", "bounding\\\\ box", "simulation\\\\ parameters", "unknown\\\\ names"):
+            assert name.replace("\\\\", "\\") in listing, name
+        assert f"{{{total}, 8, 8, 8}}" in listing
+        crn = subprocess.run(["h5ls", str(mpi_tmp_path / "flash_io_test_hdf5_plt_crn_0000")],
+                             capture_output=True, text=True, check=True).stdout
+        assert f"{{{total}, 9, 9, 9}}" in crn and "velx" not in crn
+        dump = subprocess.run(["h5dump", "-d", "unknown names", str(mpi_tmp_path / "flash_io_test_hdf5_plt_cnt_0000")],
+                              capture_output=True, text=True, check=True).stdout
+        assert '"dens"' in dump and '"f1  "' in dump
+
+
+@pytest.mark.parametrize("subtype", ["full", "simple", "epio"])
+def test_bt_io_class_s(comm, mpi_tmp_path, subtype):
+    import bt_io
+
+    out = str(mpi_tmp_path / f"bt-{subtype}.json")
+    assert bt_io.main(["--class", "S", "--subtype", subtype, "--dir", str(mpi_tmp_path), "--output", out]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        result = json.load(open(out))
+        assert result["verified"] and result["dumps"] == 12
+        assert result["file_bytes"] == 12 ** 3 * 40 * 12  # 0.83 MB, the NPB class S size
+
+
+def test_bt_io_through_plfs(comm, mpi_tmp_path):
+    import bt_io
+
+    out = str(mpi_tmp_path / "bt-plfs.json")
+    url = f"plfs+file://{mpi_tmp_path}/btio.plfs"
+    assert bt_io.main(["--class", "S", "--subtype", "simple", "--url", url, "--output", out]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        assert json.load(open(out))["verified"]
+        shutil.rmtree(f"{mpi_tmp_path}/btio.plfs")
