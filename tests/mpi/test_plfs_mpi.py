@@ -124,3 +124,18 @@ def test_collective_open_errors_reach_every_rank(comm, mpi_tmp_path):
     with pytest.raises(FileNotFoundError):
         hpcbridge.plfs.open(url, "wb", comm=comm)
     comm.Barrier()
+
+
+def test_collective_close_can_persist_a_flattened_index(comm, mpi_tmp_path):
+    import os
+
+    url = f"plfs+file://{mpi_tmp_path}/flat"
+    f = hpcbridge.plfs.open(url, "wb", comm=comm, flatten=True)
+    f.pwrite(np.full(500, comm.rank + 1, np.uint8), comm.rank * 500)
+    f.close()
+    exists = os.path.exists(f"{mpi_tmp_path}/flat/flat.index")
+    with hpcbridge.plfs.open(url, "rb", comm=comm) as r:
+        data = r.read()
+    comm.Barrier()
+    assert exists
+    assert data == b"".join(bytes([q + 1]) * 500 for q in range(comm.size))
