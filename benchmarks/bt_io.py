@@ -64,6 +64,15 @@ def fill(cell, n: int, dump: int) -> np.ndarray:
     return (dump * 1e9 + 5.0 * point)[..., None] + np.arange(5, dtype=np.float64)
 
 
+def rows(cell, n: int, dump: int):
+    """The simple subtype's rows of one cell: ``(dz, dy, file offset)`` of each (z, y) row of
+    5*cell_x doubles in dump ``dump``."""
+    (z0, nz), (y0, ny), (x0, _) = cell
+    for dz in range(nz):
+        for dy in range(ny):
+            yield dz, dy, 8 * 5 * (x0 + n * (y0 + dy + n * (z0 + dz + n * dump)))
+
+
 class StockIO:
     """mpi4py MPI.File on a POSIX path."""
 
@@ -92,11 +101,8 @@ class StockIO:
             self.fh.Write_at_all(0, np.concatenate([b.ravel() for b in blocks]))
         elif self.subtype == "simple":
             for cell, block in zip(self.cells, blocks):
-                (z0, nz), (y0, ny), (x0, nx) = cell
-                for dz in range(nz):
-                    for dy in range(ny):
-                        off = 8 * 5 * (x0 + self.n * (y0 + dy + self.n * (z0 + dz + self.n * dump)))
-                        self.fh.Write_at(off, block[dz, dy])
+                for dz, dy, off in rows(cell, self.n, dump):
+                    self.fh.Write_at(off, block[dz, dy])
         else:
             per_dump = sum(b.size for b in blocks) * 8
             self.fh.Write_at(dump * per_dump, np.concatenate([b.ravel() for b in blocks]))
@@ -109,12 +115,9 @@ class StockIO:
         elif self.subtype == "simple":
             parts = []
             for cell, shape in zip(self.cells, shapes):
-                (z0, nz), (y0, ny), (x0, nx) = cell
                 block = np.empty(shape)
-                for dz in range(nz):
-                    for dy in range(ny):
-                        off = 8 * 5 * (x0 + self.n * (y0 + dy + self.n * (z0 + dz + self.n * dump)))
-                        self.fh.Read_at(off, block[dz, dy])
+                for dz, dy, off in rows(cell, self.n, dump):
+                    self.fh.Read_at(off, block[dz, dy])
                 parts.append(block.ravel())
             out = np.concatenate(parts)
         else:
@@ -158,10 +161,8 @@ class HpcbridgeIO:
     def write(self, dump, blocks):
         if self.subtype == "simple":
             for cell, block in zip(self.cells, blocks):
-                (z0, nz), (y0, ny), (x0, nx) = cell
-                for dz in range(nz):
-                    for dy in range(ny):
-                        self.f.pwrite(block[dz, dy], 8 * 5 * (x0 + self.n * (y0 + dy + self.n * (z0 + dz + self.n * dump))))
+                for dz, dy, off in rows(cell, self.n, dump):
+                    self.f.pwrite(block[dz, dy], off)
         else:
             for block in blocks:
                 self.f.write(block)
@@ -186,11 +187,9 @@ class HpcbridgeIO:
             return out
         parts = []
         for cell, shape in zip(self.cells, shapes):
-            (z0, nz), (y0, ny), (x0, nx) = cell
             block = np.empty(shape)
-            for dz in range(nz):
-                for dy in range(ny):
-                    self.f.preadinto(block[dz, dy], 8 * 5 * (x0 + self.n * (y0 + dy + self.n * (z0 + dz + self.n * dump))))
+            for dz, dy, off in rows(cell, self.n, dump):
+                self.f.preadinto(block[dz, dy], off)
             parts.append(block.ravel())
         return np.concatenate(parts)
 

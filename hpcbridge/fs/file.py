@@ -81,6 +81,8 @@ class OpenMode:
     @property
     def binary_mode(self) -> str:
         """The equivalent binary mode string (``"w"`` -> ``"wb"``)."""
+        if not set(self.mode) <= set("rwaxbt+"):
+            return self.mode  # an internal mode with no open() spelling, e.g. "pwrite"
         return self.mode.replace("t", "") + ("b" if "b" not in self.mode else "")
 
 

@@ -176,8 +176,7 @@ class ReadaheadReader(io.BufferedIOBase):
         following = position + self._window_len
         if self.prefetch and following < self._size:
             next_length = min(self.prefetch_size, self._size - following)
-            fetch = getattr(self.raw, "fetch", None) or (lambda n, o: [self.raw.pread(n, o)])
-            self._pending = (following, self._submit(fetch, next_length, following))
+            self._pending = (following, self._submit(self._fetch, next_length, following))
             self._bytes_fetched += next_length
 
     def _locate(self, position: int):

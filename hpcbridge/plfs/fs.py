@@ -356,7 +356,7 @@ class PlfsFileSystem(FileSystem):
         """A new writer of ``path`` that keeps what is there (creating the container if missing):
         how several processes without MPI write one logical file. Returns a write handle."""
         p = self._path(path)
-        mode = OpenMode(False, True, True, False, False, False, False, "wb")
+        mode = OpenMode.for_pwrite()  # create if missing, keep what is there
         container = self.prepare_container(p, mode)
         advance_sequence(container.max_sequence())
         return _PlfsWriteRaw(self, p, self._new_writer(container, writer_id), mode)
