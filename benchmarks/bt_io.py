@@ -13,9 +13,9 @@ Subtypes (../shared/BENCHMARKS.md):
 After the timed loop, every dump is read back and compared (untimed). Reports I/O time
 (harmonic mean over ranks), % of time in I/O, MB written and I/O MB/s.
 
-Backends: the stock path is mpi4py's MPI.File on POSIX. With --url plfs+file:///... or
-plfs+hdfs://..., the simple and epio subtypes run through hpcbridge (PLFS containers, or one file
-per rank); full needs hpcbridge.mpi.File (the collective I/O issue) and is refused there.
+Backends: the stock path is mpi4py's MPI.File on POSIX. With --url (file:///..., plfs+file:///...,
+plfs+hdfs://...) every subtype runs through hpcbridge: full with hpcbridge.mpi.File (two-phase
+collective I/O through the same file view), simple into a PLFS container, epio one file per rank.
 
     mpirun -n 4 python benchmarks/bt_io.py --class A --subtype full [--dir DIR]
 """
@@ -73,6 +73,18 @@ def rows(cell, n: int, dump: int):
             yield dz, dy, 8 * 5 * (x0 + n * (y0 + dy + n * (z0 + dz + n * dump)))
 
 
+def full_view_types(n, cells):
+    """BT-IO full's etype (5 doubles) and filetype: the rank's p cell subarrays of one dump."""
+    etype = MPI.DOUBLE.Create_contiguous(5).Commit()
+    subarrays = [etype.Create_subarray([n, n, n], [c[0][1], c[1][1], c[2][1]], [c[0][0], c[1][0], c[2][0]],
+                                       order=MPI.ORDER_C) for c in cells]
+    combined = MPI.Datatype.Create_struct([1] * len(cells), [0] * len(cells), subarrays)
+    filetype = combined.Create_resized(0, n ** 3 * 40).Commit()
+    for t in subarrays + [combined]:
+        t.Free()
+    return etype, filetype
+
+
 class StockIO:
     """mpi4py MPI.File on a POSIX path."""
 
@@ -86,14 +98,7 @@ class StockIO:
             self.path = path
             self.fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_RDWR)
         if subtype == "full":
-            self.etype = MPI.DOUBLE.Create_contiguous(5).Commit()
-            subarrays = [self.etype.Create_subarray([n, n, n], [c[0][1], c[1][1], c[2][1]],
-                                                    [c[0][0], c[1][0], c[2][0]], order=MPI.ORDER_C)
-                         for c in cells]
-            combined = MPI.Datatype.Create_struct([1] * len(cells), [0] * len(cells), subarrays)
-            self.filetype = combined.Create_resized(0, self.dump_bytes).Commit()
-            for t in subarrays + [combined]:
-                t.Free()
+            self.etype, self.filetype = full_view_types(n, cells)
 
     def write(self, dump, blocks):
         if self.subtype == "full":
@@ -139,27 +144,36 @@ class StockIO:
 
 
 class HpcbridgeIO:
-    """The simple and epio subtypes through hpcbridge: a PLFS container (simple) or one hpcbridge
-    file per rank (epio), on any backend URL."""
+    """BT-IO through hpcbridge on any backend URL: full with hpcbridge.mpi.File (two-phase
+    collective writes through the same file view as MPI-IO), simple into a PLFS container, epio
+    as one hpcbridge file per rank."""
 
     def __init__(self, comm, url, subtype, n, cells, ndumps):
         import hpcbridge
         import hpcbridge.plfs
 
-        if subtype == "full":
-            raise SystemExit("bt_io: --subtype full through hpcbridge needs hpcbridge.mpi.File (collective I/O, "
-                             "a later issue); use --subtype simple or epio with --url")
         self.comm, self.subtype, self.n, self.cells = comm, subtype, n, cells
+        self.dump_bytes = n ** 3 * 40
+        self._hpcbridge = hpcbridge
+        if subtype == "full":
+            from hpcbridge.mpi import File
+
+            self.url = url
+            self.etype, self.filetype = full_view_types(n, cells)
+            self.f = File.open(comm, url, "w")
+            return
         if subtype == "simple":
             self.url = url
             self.f = hpcbridge.plfs.open(url, "wb", comm=comm)
         else:
             self.url = f"{url}.epio.out.{comm.rank:04d}"
             self.f = hpcbridge.open(self.url, "wb")
-        self._hpcbridge = hpcbridge
 
     def write(self, dump, blocks):
-        if self.subtype == "simple":
+        if self.subtype == "full":
+            self.f.set_view(dump * self.dump_bytes, self.etype, self.filetype)
+            self.f.write_at_all(0, np.concatenate([b.ravel() for b in blocks]))
+        elif self.subtype == "simple":
             for cell, block in zip(self.cells, blocks):
                 for dz, dy, off in rows(cell, self.n, dump):
                     self.f.pwrite(block[dz, dy], off)
@@ -176,11 +190,21 @@ class HpcbridgeIO:
     def reopen_for_read(self):
         import hpcbridge.plfs
 
+        if self.subtype == "full":
+            from hpcbridge.mpi import File
+
+            self.f = File.open(self.comm, self.url, "r")
+            return
         self.f = (hpcbridge.plfs.open(self.url, "rb", comm=self.comm) if self.subtype == "simple"
                   else self._hpcbridge.open(self.url, "rb"))
 
     def read(self, dump, shapes):
         total = sum(math.prod(s) for s in shapes)
+        if self.subtype == "full":
+            self.f.set_view(dump * self.dump_bytes, self.etype, self.filetype)
+            out = np.empty(total)
+            self.f.read_at_all(0, out)
+            return out
         if self.subtype == "epio":
             out = np.empty(total)
             self.f.preadinto(out, dump * out.nbytes)
@@ -207,7 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--subtype", choices=["full", "simple", "epio"], default="full")
     parser.add_argument("--dir", default=".", help="directory of the output file (stock MPI-IO path)")
     parser.add_argument("--url", default=None, help="an hpcbridge URL (plfs+file:///..., plfs+hdfs://..., file:///...)"
-                                                    " to write through hpcbridge instead (simple, epio)")
+                                                    " to write through hpcbridge instead")
     parser.add_argument("--keep", action="store_true", help="keep the output")
     parser.add_argument("--output", default="results/bt_io.json")
     args = parser.parse_args(argv)

@@ -17,36 +17,6 @@ def comm():
     return MPI.COMM_WORLD
 
 
-@pytest.fixture(scope="module")
-def backing(request):
-    """Backing stores for the containers: the POSIX directory, and a real HDFS that rank 0 starts
-    for this module (and stops by pid at its end)."""
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    cluster, info = None, None
-    if comm.rank == 0:
-        import tempfile
-
-        from hpcbridge.testbed import HdfsCluster
-
-        try:
-            cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-mpi-hdfs-"), datanodes=3)
-            started = cluster.up()
-            info = (started.url, f"http://127.0.0.1:{started.http_port}")
-        except Exception as exc:  # every rank must learn it, or the others would wait forever
-            info = ("error", repr(exc))
-    info = comm.bcast(info, root=0)
-    try:
-        if info[0] == "error":
-            pytest.fail(f"the HDFS testbed did not start: {info[1]}")
-        yield {"posix": None, "hdfs": info}
-    finally:
-        comm.Barrier()
-        if cluster is not None:
-            cluster.down()
-
-
 def container_url(where, backing, tmp, name):
     if where == "posix":
         return f"plfs+file://{tmp}/{name}", {}

@@ -1,0 +1,294 @@
+"""Each rank's handle on the shared file: a positional raw file of any backend, or a PLFS writer.
+
+Backends with positional, concurrent writes (POSIX mounts, memory) give every rank an ordinary
+raw handle; aggregators ``pwrite`` their domains into it. Backends without (HDFS: one writer per
+file, append only) are reached through a PLFS container, ``plfs+hdfs://``, where every rank —
+aggregators included — writes its own log and the index makes one logical file of them.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from dataclasses import dataclass
+
+from ..errors import os_error
+from ..fs.api import url_to_fs
+
+__all__ = ["AccessMode", "Target", "open_target", "parse_amode"]
+
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def _scatter_tail(buffers: list, skip: int, data: memoryview) -> None:
+    """Copy ``data`` into ``buffers`` seen as one stream, starting ``skip`` bytes in."""
+    for buffer in buffers:
+        size = len(buffer)
+        if skip >= size:
+            skip -= size
+            continue
+        n = min(size - skip, len(data))
+        buffer[skip:skip + n] = data[:n]
+        data = data[n:]
+        skip = 0
+        if not len(data):
+            return
+
+
+@dataclass(frozen=True)
+class AccessMode:
+    """An open mode, MPI style: create does not truncate unless asked."""
+
+    read: bool
+    write: bool
+    create: bool = False
+    exclusive: bool = False
+    truncate: bool = False
+
+    @property
+    def name(self) -> str:
+        kind = "rw" if self.read and self.write else ("r" if self.read else "w")
+        flags = "".join(f for f, on in (("c", self.create), ("x", self.exclusive), ("t", self.truncate)) if on)
+        return kind + (f"+{flags}" if flags else "")
+
+
+_STRING_MODES = {
+    "r": AccessMode(True, False),
+    "r+": AccessMode(True, True),
+    "w": AccessMode(False, True, create=True, truncate=True),
+    "w+": AccessMode(True, True, create=True, truncate=True),
+    "x": AccessMode(False, True, create=True, exclusive=True),
+    "x+": AccessMode(True, True, create=True, exclusive=True),
+}
+
+
+def parse_amode(mode, url: str) -> AccessMode:
+    """A mode string (``r``, ``r+``, ``w``, ``w+``, ``x``, ``x+``; a ``b`` is ignored) or an MPI amode.
+
+    MPI amodes: one of ``MODE_RDONLY``/``MODE_WRONLY``/``MODE_RDWR``, optionally ``MODE_CREATE``
+    and ``MODE_EXCL``. ``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE``, ``MODE_UNIQUE_OPEN`` and
+    ``MODE_SEQUENTIAL`` are refused rather than ignored.
+    """
+    if isinstance(mode, str):
+        key = mode.replace("b", "")
+        if key not in _STRING_MODES:
+            raise ValueError(f"invalid mode {mode!r} for {url}: use one of {', '.join(_STRING_MODES)} "
+                             "or an MPI amode (MPI.MODE_WRONLY | MPI.MODE_CREATE, ...)")
+        return _STRING_MODES[key]
+    if isinstance(mode, bool) or not isinstance(mode, int):
+        raise TypeError(f"mode must be a string or an MPI amode integer, got {type(mode).__name__}")
+    from mpi4py import MPI
+
+    unsupported = [name for name in ("MODE_APPEND", "MODE_DELETE_ON_CLOSE", "MODE_UNIQUE_OPEN", "MODE_SEQUENTIAL")
+                   if mode & getattr(MPI, name)]
+    if unsupported:
+        raise ValueError(f"amode flags {', '.join(unsupported)} are not supported by hpcbridge.mpi ({url})")
+    access = [name for name in ("MODE_RDONLY", "MODE_WRONLY", "MODE_RDWR") if mode & getattr(MPI, name)]
+    if len(access) != 1:
+        raise ValueError(f"amode for {url} needs exactly one of MODE_RDONLY, MODE_WRONLY, MODE_RDWR")
+    known = MPI.MODE_RDONLY | MPI.MODE_WRONLY | MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_EXCL
+    if mode & ~known:
+        raise ValueError(f"unknown amode bits {mode & ~known:#x} for {url}")
+    create, exclusive = bool(mode & MPI.MODE_CREATE), bool(mode & MPI.MODE_EXCL)
+    if access[0] == "MODE_RDONLY" and (create or exclusive):
+        raise ValueError(f"MODE_RDONLY cannot be combined with MODE_CREATE or MODE_EXCL ({url})")
+    return AccessMode(access[0] != "MODE_WRONLY", access[0] != "MODE_RDONLY", create, exclusive)
+
+
+class Target:
+    """One rank's handle: ``pwrite``, ``preadinto``, ``size``, ``sync``, ``close``.
+
+    ``read_modify_write`` says whether an aggregator may read a domain's holes back and write
+    the domain in one piece (data sieving); ``stripe_unit`` is the alignment for file domains.
+    """
+
+    def __init__(self, fs, path: str, raw, mode: AccessMode, stripe_unit: int, read_modify_write: bool,
+                 collective_close: bool = False, kind: str = "positional"):
+        self.fs = fs
+        self.path = path
+        self.url = fs.url(path)
+        self.raw = raw
+        self.mode = mode
+        self.stripe_unit = stripe_unit
+        self.read_modify_write = read_modify_write
+        self.kind = kind
+        self._collective_close = collective_close
+
+    def pwrite(self, data, offset: int) -> int:
+        return self.raw.pwrite(data, offset)
+
+    def preadinto(self, buffer, offset: int) -> int:
+        return self.raw.preadinto(buffer, offset)
+
+    @property
+    def _fd(self) -> int | None:
+        return self.raw.fileno() if isinstance(self.raw, io.FileIO) else None
+
+    def pwritev(self, buffers: list, offset: int) -> int:
+        """Write ``buffers`` back to back at ``offset`` (one ``pwritev`` per IOV_MAX buffers on POSIX)."""
+        fd = self._fd
+        if fd is None:  # one gathering copy in C, then the backend's positional write
+            return self.raw.pwrite(b"".join(buffers), offset)
+        total = 0
+        for i in range(0, len(buffers), _IOV_MAX):
+            batch = buffers[i:i + _IOV_MAX]
+            expected = sum(map(len, batch))
+            n = os.pwritev(fd, batch, offset + total)
+            if n < expected:  # a short write (signal, quota edge): finish the batch plainly
+                self.raw.pwrite(b"".join(batch)[n:], offset + total + n)
+            total += expected
+        return total
+
+    def preadv(self, buffers: list, offset: int) -> int:
+        """Fill ``buffers`` back to back from ``offset``; returns bytes read (short at end of file)."""
+        fd = self._fd
+        if fd is None:
+            expected = sum(map(len, buffers))
+            scratch = bytearray(expected)
+            got = self.raw.preadinto(scratch, offset)
+            position = 0
+            for buffer in buffers:  # scatter: one C copy per buffer
+                n = min(len(buffer), max(0, got - position))
+                buffer[:n] = scratch[position:position + n]
+                position += len(buffer)
+            return got
+        total = 0
+        for i in range(0, len(buffers), _IOV_MAX):
+            batch = buffers[i:i + _IOV_MAX]
+            expected = sum(map(len, batch))
+            n = os.preadv(fd, batch, offset + total)
+            if n < expected:  # end of file, or a short read: read the rest of the batch plainly
+                scratch = bytearray(expected - n)
+                more = self.raw.preadinto(scratch, offset + total + n)
+                if more:
+                    _scatter_tail(batch, n, memoryview(scratch)[:more])
+                return total + n + more
+            total += n
+        return total
+
+    def size(self) -> int:
+        return self.raw.size()
+
+    def sync(self) -> None:
+        self.raw.sync()
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _stripe_unit(fs, path: str, default: int) -> int:
+    """The backend's stripe or block size for ``path`` (what file domains align to)."""
+    try:
+        local = fs.local_path(path)
+    except io.UnsupportedOperation:
+        local = None
+    if local is not None:
+        from ..fs.layout import _xattr_reader, layout_for
+        from ..fs.layout.mountinfo import find_mount
+
+        try:
+            layout = layout_for(find_mount(local), _xattr_reader(local))
+        except (OSError, ValueError):
+            layout = None
+        for attribute in ("stripe_size", "stripe_unit"):
+            unit = getattr(layout, attribute, None)
+            if unit:
+                return int(unit)
+        components = getattr(layout, "components", None)
+        if components:
+            unit = getattr(getattr(components[0], "layout", None), "stripe_size", None)
+            if unit:
+                return int(unit)
+        try:  # Lustre, GPFS and OrangeFS report their stripe or block size here; ext4 its page-sized block
+            return max(int(os.stat(local).st_blksize), 1)
+        except OSError:
+            return default
+    try:
+        block = fs.info(path).block_size
+    except OSError:
+        block = 0
+    return int(block) if block > 0 else default
+
+
+def open_target(comm, url, mode: AccessMode, default_unit: int = 1 << 20, **options) -> Target:
+    """Collective: open ``url`` on every rank of ``comm`` with ``mode``.
+
+    Rank 0 creates or truncates the file first so no rank truncates data another rank has
+    already written; every rank then opens it. Errors raised on rank 0 are raised on every rank.
+    """
+    fs, path = url_to_fs(url, **options)
+    from ..plfs.fs import PlfsFileSystem
+
+    if isinstance(fs, PlfsFileSystem):
+        return _open_plfs(comm, url, fs, path, mode, **options)
+    full_url = fs.url(path)
+    if mode.write and not (fs.capabilities.positional_write and fs.capabilities.concurrent_writers):
+        raise io.UnsupportedOperation(
+            f"{full_url}: {fs.backend_name} has no concurrent positional writes, so ranks cannot share one "
+            f"file there; write a PLFS container instead: plfs+{fs.scheme}://{fs.netloc}{path}")
+    if mode.read and mode.write and not fs.capabilities.read_write:
+        raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} cannot open a file for reading and writing")
+    status = None
+    if comm.rank == 0:
+        try:
+            if mode.write:
+                exists = fs.exists(path)
+                if exists and mode.exclusive:
+                    raise os_error(errno.EEXIST, full_url, fs.backend_name)
+                if not exists and not mode.create:
+                    raise os_error(errno.ENOENT, full_url, fs.backend_name)
+                if mode.truncate or not exists:
+                    with fs.open(path, "wb", buffering=0):
+                        pass
+            elif not fs.isfile(path):
+                raise os_error(errno.ENOENT if not fs.exists(path) else errno.EISDIR, full_url, fs.backend_name)
+            status = ("ok", None)
+        except Exception as exc:  # the same error on every rank, not a hang
+            status = ("error", exc)
+    status = comm.bcast(status, root=0)
+    if status[0] == "error":
+        raise status[1]
+    if mode.write:
+        # Aggregators read holes back (data sieving) where the backend allows read-write handles.
+        raw_mode = "r+b" if fs.capabilities.read_write else "ab"
+    else:
+        raw_mode = "rb"
+    error = None
+    try:
+        raw = fs.open(path, raw_mode, buffering=0)
+    except Exception as exc:
+        raw, error = None, exc
+    failed = comm.allgather(error is not None)
+    if any(failed):
+        if raw is not None:
+            raw.close()
+        if error is not None:
+            raise error
+        raise OSError(errno.EIO, f"{full_url}: another rank failed to open the file", full_url)
+    unit = _stripe_unit(fs, path, default_unit) if comm.rank == 0 else None
+    unit = comm.bcast(unit, root=0)
+    return Target(fs, path, raw, mode, unit, read_modify_write=mode.write and raw_mode == "r+b")
+
+
+def _open_plfs(comm, url, fs, path: str, mode: AccessMode, **options) -> Target:
+    from .. import plfs
+
+    full_url = fs.url(path)
+    if mode.read and mode.write:
+        raise io.UnsupportedOperation(f"{full_url}: PLFS handles are read-only or write-only; open with 'r' or 'w'")
+    if mode.write and not mode.truncate:
+        # A PLFS open for writing starts a new job whose logs override older data by sequence;
+        # MPI's "create without truncate" would need the old job kept: say so instead of guessing.
+        exists = fs.exists(path) if comm.rank == 0 else None
+        exists = comm.bcast(exists, root=0)
+        if exists and not mode.exclusive:
+            raise io.UnsupportedOperation(f"{full_url}: PLFS files are rewritten whole: open with mode 'w' "
+                                          "(MPI.MODE_CREATE without truncation is not supported on PLFS)")
+    plfs_mode = "rb" if mode.read else ("xb" if mode.exclusive else "wb")
+    handle = plfs.open(url, plfs_mode, comm=comm, **options)
+    raw = getattr(handle, "raw", handle)
+    # Log-structured: every writer appends to its own log, so no domain alignment is needed to
+    # avoid lock conflicts; align to 1 MiB anyway so domains stay readable in traces.
+    return Target(fs, path, raw, mode, 1 << 20, read_modify_write=False,
+                  collective_close=mode.write, kind="plfs")
