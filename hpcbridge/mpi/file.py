@@ -110,6 +110,13 @@ class File:
         url_text = str(url)
         amode = parse_amode(mode, url_text)
         parsed = parse_hints(hints)
+        # Ranks act on the hints without asking each other (cb_write=disable skips every
+        # exchange), so they must agree: refuse differing hints on every rank rather than hang.
+        everyone = comm.allgather(parsed.as_dict())
+        for rank, theirs in enumerate(everyone):
+            if theirs != everyone[0]:
+                raise ValueError(f"{url_text}: hints must be the same on every rank; rank 0 passed {everyone[0]}, "
+                                 f"rank {rank} passed {theirs}")
         nodes = node_map(comm)
         aggregators = choose_aggregators(nodes, parsed)
         target = open_target(comm, url, amode, **options)

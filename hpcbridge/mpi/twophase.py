@@ -171,8 +171,6 @@ class Exchanger:
     def _decide(self, setting: str, lengths: np.ndarray) -> tuple[bool, str]:
         if setting == "enable":
             return True, "cb enabled by hint"
-        if setting == "disable":
-            return False, "cb disabled by hint"
         if lengths.size == 0 or lengths.min() >= self.unit:
             # Large pieces need no aggregation: each write already covers whole stripes (a
             # contiguous per-rank access is the common case), and the exchange would only add a
@@ -181,6 +179,9 @@ class Exchanger:
         return True, f"pieces smaller than the stripe unit ({self.unit} bytes)"
 
     def _prepare(self, setting: str, offsets, lengths):
+        if setting == "disable":
+            # Every rank reads the same hint: no need to gather anything to agree on skipping.
+            return None, CollectivePlan("independent", "cb disabled by hint")
         rank_of, all_off, all_len, memory, counts = self.gather(offsets, lengths)
         nonempty = all_len > 0
         if not nonempty.any():

@@ -367,3 +367,10 @@ def test_counts_over_int_range_use_64_bit_displacements(world, mpi_tmp_path):
         assert got == b"".join(bytes([r + 1]) * 10_000 for r in range(world.size))
         assert os.path.getsize(f"{mpi_tmp_path}/far") == base + 10_000 * world.size
     world.Barrier()
+
+
+def test_hints_must_agree_across_ranks(world, mpi_tmp_path):
+    hints = {"cb_nodes": 1 + (world.rank % 2)}
+    with pytest.raises(ValueError, match="same on every rank"):
+        File.open(world, f"file://{mpi_tmp_path}/h", "w", hints=hints)
+    world.Barrier()

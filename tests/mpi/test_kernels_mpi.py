@@ -72,3 +72,59 @@ def test_bt_io_through_plfs(comm, mpi_tmp_path):
     if comm.rank == 0:
         assert json.load(open(out))["verified"]
         shutil.rmtree(f"{mpi_tmp_path}/btio.plfs")
+
+
+@pytest.mark.parametrize("scheme", ["file", "plfs+file"])
+def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(comm, mpi_tmp_path, scheme):
+    """BT-IO full: the same view through hpcbridge.mpi.File gives the same bytes as MPI-IO."""
+    import bt_io
+
+    out = str(mpi_tmp_path / f"bt-full-{scheme}.json")
+    url = f"{scheme}://{mpi_tmp_path}/btio-{scheme}.out"
+    assert bt_io.main(["--class", "S", "--subtype", "full", "--url", url, "--output", out, "--keep"]) == 0
+    assert bt_io.main(["--class", "S", "--subtype", "full", "--dir", str(mpi_tmp_path), "--keep",
+                       "--output", str(mpi_tmp_path / "bt-stock.json")]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        import hpcbridge
+
+        assert json.load(open(out))["verified"]
+        stock = open(f"{mpi_tmp_path}/btio.out", "rb").read()
+        fs, path = hpcbridge.url_to_fs(url)
+        with fs.open(path, "rb") as f:
+            assert f.read() == stock and len(stock) == 12 ** 3 * 40 * 12
+    comm.Barrier()
+
+
+@pytest.mark.parametrize("api,flags", [
+    ("POSIX", []), ("POSIX", ["-F"]), ("MPIIO", ["-c"]), ("MPIIO", []), ("HDF5", ["-c"]),
+    ("HPCBRIDGE", ["-c"]), ("HPCBRIDGE", ["-c", "-V", "--one-call"]), ("HPCBRIDGE", []),
+])
+def test_ior_small_runs_verify(comm, mpi_tmp_path, api, flags):
+    """Each IOR API writes, reads back the neighbour's data (-C) and checks every byte."""
+    import ior
+
+    out = str(mpi_tmp_path / f"ior-{api}-{'_'.join(flags)}.json")
+    rc = ior.main(["-a", api, "-b", "96k", "-t", "32k", "-s", "3", "-C", "-e", "--verify", "-i", "2",
+                   "-o", str(mpi_tmp_path / f"ior-{api}-{len(flags)}" / "testFile"), "--json", out] + flags)
+    assert rc == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        result = json.load(open(out))
+        (write_key,) = [k for k in result["results"] if k.endswith("/write")]
+        runs = result["results"][write_key]
+        assert len(runs) == 2 and all(r["bytes"] == 96 * 1024 * 3 * comm.size for r in runs)
+        assert all(r["bad_bytes"] == 0 for runs in result["results"].values() for r in runs)
+
+
+def test_ior_compare_reports_ratios(comm, mpi_tmp_path):
+    import ior
+
+    out = str(mpi_tmp_path / "ior-compare.json")
+    assert ior.main(["--compare", "-b", "47001", "-t", "47001", "-s", "8", "-V", "--one-call", "--verify",
+                     "-o", str(mpi_tmp_path / "cmp" / "testFile"), "--json", out]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        ratios = json.load(open(out))["ratios"]
+        assert {"write: hpcbridge-coll / mpiio-coll", "write: hpcbridge-coll / posix-fpp"} <= set(ratios)
+        assert all(v["of_max"] > 0 for v in ratios.values())
