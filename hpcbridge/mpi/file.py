@@ -127,8 +127,13 @@ class File:
         if self._closed:
             return
         self._closed = True
-        self._exchanger.close()
+        error = None
+        try:
+            self._exchanger.close()
+        except OSError as exc:
+            error = exc
         self._target.close()
+        self._exchanger._raise_collectively(error, "close")
         self.comm.Barrier()
 
     def __enter__(self) -> "File":
@@ -181,14 +186,16 @@ class File:
     def write_at(self, offset: int, buf) -> int:
         """Write ``buf`` at view offset ``offset`` (etypes) without coordination; returns bytes written."""
         self._check(writing=True)
+        self._exchanger.drain()  # after earlier write-behind, in call order
         data = _read_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
-        independent_write(self._target, data, offsets, lengths)
+        independent_write(self._target, data, offsets, lengths, self._exchanger.direct)
         return len(data)
 
     def read_at(self, offset: int, buf) -> int:
         """Fill ``buf`` from view offset ``offset``; returns the bytes that lay before end of file."""
         self._check(writing=False)
+        self._exchanger.drain()
         data = _write_target_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
         independent_read(self._target, data, offsets, lengths)
@@ -260,6 +267,7 @@ class File:
     def get_size(self) -> int:
         """Current file size in bytes (PLFS write handles: the end of this rank's writes)."""
         self._check()
+        self._exchanger.drain()
         return self._target.size()
 
     def sync(self) -> None:
@@ -267,6 +275,7 @@ class File:
         self._check()
         error = None
         try:
+            self._exchanger.drain()
             self._target.sync()
         except OSError as exc:
             error = exc
@@ -276,6 +285,7 @@ class File:
     def _count_before_eof(self, offsets: np.ndarray, lengths: np.ndarray) -> int:
         if offsets.size == 0:
             return 0
+        self._exchanger.drain()
         size = self._target.size()
         return int(np.clip(np.minimum(offsets + lengths, size) - offsets, 0, None).sum())
 

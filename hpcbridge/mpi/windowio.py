@@ -137,13 +137,15 @@ def preread_span(target, buffer: memoryview, runs, window_start: int) -> None:
         buffer[start + got:start + span] = bytes(span - got)
 
 
-def write_placed(target, buffer: memoryview, runs, window_start: int, sieved: bool) -> None:
-    """Write runs from a round buffer holding the window in file order."""
+def write_placed(target, buffer: memoryview, runs, window_start: int, sieved: bool, direct: bool = False) -> None:
+    """Write runs from a round buffer holding the window in file order (``direct``: O_DIRECT for
+    their block-aligned parts; the buffer is page-aligned and windows start block-aligned)."""
     if sieved:
         runs = (runs[0][:1], np.array([runs[0][-1] + runs[1][-1] - runs[0][0]]))
+    pwrite = target.pwrite_direct if direct else target.pwrite
     for offset, length in zip(runs[0].tolist(), runs[1].tolist()):
         start = offset - window_start
-        target.pwrite(buffer[start:start + length], offset)
+        pwrite(buffer[start:start + length], offset)
 
 
 def read_placed(target, buffer: memoryview, runs, window_start: int, sieve: bool) -> bool:
@@ -158,11 +160,13 @@ def read_placed(target, buffer: memoryview, runs, window_start: int, sieve: bool
     return sieve
 
 
-def independent_write(target, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> None:
-    """Each extent with one positional write."""
+def independent_write(target, data: memoryview, offsets: np.ndarray, lengths: np.ndarray,
+                      direct: bool = False) -> None:
+    """Each extent with one positional write (``direct``: O_DIRECT for its aligned middle)."""
+    pwrite = target.pwrite_direct if direct else target.pwrite
     position = 0
     for offset, length in zip(offsets.tolist(), lengths.tolist()):
-        target.pwrite(data[position:position + length], offset)
+        pwrite(data[position:position + length], offset)
         position += length
 
 

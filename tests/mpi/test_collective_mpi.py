@@ -91,6 +91,8 @@ def patterns(draw, nranks):
     }
     if draw(st.booleans()):
         hints["striping_unit"] = draw(st.sampled_from([1, 512, 4096]))
+    if draw(st.booleans()):
+        hints["direct_write"] = "true"  # O_DIRECT middles, buffered heads and tails, write-behind
     return {"extents": extents, "hints": hints, "seed": draw(st.integers(0, 2**31 - 1))}
 
 
@@ -373,4 +375,35 @@ def test_hints_must_agree_across_ranks(world, mpi_tmp_path):
     hints = {"cb_nodes": 1 + (world.rank % 2)}
     with pytest.raises(ValueError, match="same on every rank"):
         File.open(world, f"file://{mpi_tmp_path}/h", "w", hints=hints)
+    world.Barrier()
+
+
+def test_direct_write_unaligned_everything(world, mpi_tmp_path):
+    """direct_write with unaligned offsets, lengths and buffers, independent and collective,
+    large (write-behind) and small pieces; the file must hold exactly the bytes written."""
+    from mpi4py import MPI
+
+    rng = np.random.default_rng(11 + world.rank)
+    url = f"file://{mpi_tmp_path}/direct"
+    P = world.size
+    pieces = [(r * 3_000_001 + 17, 2_500_003) for r in range(P)]  # > 1 MiB: written by their owner
+    small = [(P * 3_000_001 + 100 + r * 50_001, 50_001) for r in range(P)]  # aggregated
+    mine_big = rng.integers(0, 256, pieces[world.rank][1], dtype=np.uint8)
+    mine_small = rng.integers(0, 256, small[world.rank][1], dtype=np.uint8)
+    with File.open(world, url, "w", hints={"direct_write": "true", "cb_buffer_size": "1m"}) as f:
+        f.set_view(pieces[world.rank][0] + 1, MPI.BYTE, None)
+        f.write_at_all(0, mine_big[1:])          # odd file offset, buffer address and length
+        f.set_view(0, MPI.BYTE, None)
+        f.write_at(pieces[world.rank][0], mine_big[:1])      # independent, after write-behind
+        f.write_at_all(small[world.rank][0], mine_small)     # small: aggregated, placed, direct
+        direct = f._exchanger.direct
+        f.sync()
+    everything = world.allgather((pieces[world.rank][0], mine_big.tobytes(), small[world.rank][0],
+                                  mine_small.tobytes()))
+    if world.rank == 0:
+        got = open(f"{mpi_tmp_path}/direct", "rb").read()
+        for big_at, big, small_at, little in everything:
+            assert got[big_at:big_at + len(big)] == big
+            assert got[small_at:small_at + len(little)] == little
+    assert direct  # /tmp is a local file system that takes O_DIRECT
     world.Barrier()
