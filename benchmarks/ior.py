@@ -25,11 +25,9 @@ timestamp signature in the data, -Q task-per-node offsets other than 1, intra-te
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

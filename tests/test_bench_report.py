@@ -4,7 +4,6 @@ import json
 import os
 import sys
 
-import pytest
 
 from hpcbridge.cli.main import main
 
@@ -36,10 +35,3 @@ def test_report_rejects_files_that_are_not_results(tmp_path, capsys):
     assert main(["bench", "report", str(tmp_path / "x.json")]) == 1
     assert "not written by an hpcbridge benchmark" in capsys.readouterr().err
     assert main(["bench", "report", str(tmp_path / "missing.json")]) == 1
-
-
-def test_bt_io_full_through_hpcbridge_needs_hpcbridge_mpi(tmp_path):
-    import bt_io
-
-    with pytest.raises(SystemExit, match="hpcbridge.mpi"):
-        bt_io.main(["--class", "S", "--subtype", "full", "--url", f"plfs+file://{tmp_path}/x"])

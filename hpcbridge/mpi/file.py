@@ -144,6 +144,7 @@ class File:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` has run."""
         return self._closed
 
     def _check(self, writing: bool | None = None) -> None:

@@ -68,6 +68,7 @@ class AccessMode:
 
     @property
     def name(self) -> str:
+        """Short form for messages: ``r``, ``w+ct`` (create, truncate), ``rw``..."""
         kind = "rw" if self.read and self.write else ("r" if self.read else "w")
         flags = "".join(f for f, on in (("c", self.create), ("x", self.exclusive), ("t", self.truncate)) if on)
         return kind + (f"+{flags}" if flags else "")
@@ -136,11 +137,12 @@ class Target:
         self._collective_close = collective_close
 
     def pwrite(self, data, offset: int) -> int:
+        """Write all of ``data`` at ``offset``."""
         return self.raw.pwrite(data, offset)
 
     # -- direct I/O ----------------------------------------------------------------------------
     direct_fd: int | None = None
-    _bounce: "np.ndarray | None" = None
+    _bounce = None  # an anonymous mmap, page-aligned
 
     def enable_direct(self) -> bool:
         """Open a second descriptor with ``O_DIRECT`` (POSIX files only); False where impossible."""
@@ -190,6 +192,7 @@ class Target:
         return memoryview(self._bounce)
 
     def preadinto(self, buffer, offset: int) -> int:
+        """Fill ``buffer`` from ``offset``; returns the bytes read (short at end of file)."""
         return self.raw.preadinto(buffer, offset)
 
     @property
@@ -239,12 +242,15 @@ class Target:
         return total
 
     def size(self) -> int:
+        """Current file size (PLFS write handles: the end of this rank's writes)."""
         return self.raw.size()
 
     def sync(self) -> None:
+        """Make this rank's writes durable (fsync, hsync)."""
         self.raw.sync()
 
     def close(self) -> None:
+        """Close the handles (PLFS write handles: collectively)."""
         if self.direct_fd is not None:
             os.close(self.direct_fd)
             self.direct_fd = None
