@@ -22,6 +22,8 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 #: O_DIRECT alignment of offsets, lengths and buffer addresses (the page size covers every
 #: logical block size in use).
 DIRECT_ALIGN = 4096
+#: Writes whose aligned middle is smaller than this stay buffered.
+DIRECT_MIN = 256 << 10
 _BOUNCE_SIZE = 4 << 20
 
 
@@ -167,7 +169,8 @@ class Target:
         end = offset + len(view)
         first = -(-offset // DIRECT_ALIGN) * DIRECT_ALIGN
         last = end - end % DIRECT_ALIGN
-        if self.direct_fd is None or last - first < DIRECT_ALIGN:
+        if self.direct_fd is None or last - first < DIRECT_MIN:
+            # Small writes gain nothing from O_DIRECT (each one would wait for the device).
             return self.raw.pwrite(view, offset)
         if first > offset:
             self.raw.pwrite(view[:first - offset], offset)
