@@ -57,7 +57,8 @@ class BlockBag(db.Bag):
 
 def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | None = None,
                 record_size: int | None = None, *, partition_size: int | None = None, locality: bool = True,
-                client=None, job: str | None = None, storage_options: dict | None = None) -> BlockBag:
+                balance: float | None = 1.25, client=None, job: str | None = None,
+                storage_options: dict | None = None) -> BlockBag:
     """A bag with one bytes object per partition: whole records, partitions following storage blocks.
 
     Parameters
@@ -75,6 +76,9 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
         many bytes (default 32 MiB).
     locality:
         Restrict each read task (softly) to the workers on the hosts storing its bytes.
+    balance:
+        Plan at most this multiple of a fair share of the bytes on one worker; partitions past it
+        run wherever a worker is free (None: place every partition on its data).
     client:
         The ``distributed`` client to plan for (default: the current one, if any).
     job:
@@ -95,7 +99,7 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     placement: dict[int, list[str]] = {}
     client = current_client(client)
     if locality and client is not None and ensure_plugin(client):
-        placement = locality_plan(partitions, worker_hosts(client), label)
+        placement = locality_plan(partitions, worker_hosts(client), label, balance=balance)
     graph = {(name, p.index): LocalReadTask((name, p.index), read_spec,
                                             ReadSpec(fs, p, fmt, job, tuple(placement.get(p.index, ()))))
              for p in partitions}

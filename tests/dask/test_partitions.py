@@ -147,3 +147,30 @@ def test_glob_patterns(tmp_path):
 def test_import_hpcbridge_does_not_import_dask():
     code = "import sys, hpcbridge, hpcbridge.dask; assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
+def test_locality_plan_balances_uneven_layouts_and_warns_once():
+    import warnings
+
+    from hpcbridge.dask.partitions import Chunk, Partition
+    from hpcbridge.dask.scheduling import LocalityWarning, locality_plan
+
+    workers = {f"tcp://127.0.0.{i}:4000": f"127.0.0.{i}" for i in (2, 3, 4)}
+    # Uneven: half of 12 equal partitions on 127.0.0.4.
+    parts = [Partition(i, (Chunk("/f", i * 10, i * 10 + 10, 120),),
+                       ((("127.0.0.4" if i < 6 else f"127.0.0.{2 + i % 2}"), 10),)) for i in range(12)]
+    plan = locality_plan(parts, workers)
+    on_4 = [i for i, w in plan.items() if w == ["tcp://127.0.0.4:4000"]]
+    assert len(on_4) == 5 and len(plan) == 11  # 1.25 fair shares = 5 partitions; the 6th runs anywhere
+    assert len(locality_plan(parts, workers, balance=None)) == 12
+    with pytest.raises(ValueError, match="balance must be at least 1"):
+        locality_plan(parts, workers, balance=0.5)
+    # Replicas: the listed workers are every host holding a copy.
+    replicated = [Partition(0, (Chunk("/f", 0, 10, 10),), (("127.0.0.2", 10), ("127.0.0.3", 10)))]
+    assert locality_plan(replicated, workers) == {0: ["tcp://127.0.0.2:4000", "tcp://127.0.0.3:4000"]}
+    # No worker on the data's hosts: one warning, no placement.
+    elsewhere = {"tcp://10.9.9.9:4000": "10.9.9.9"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert locality_plan(parts, elsewhere, "hdfs://nn/data") == {}
+    assert [w.category for w in caught] == [LocalityWarning] and "hdfs://nn/data" in str(caught[0].message)
