@@ -43,7 +43,7 @@ def testbed_with_dask(args):
 
     cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-bench-locality-"), datanodes=3, replication=1)
     started = time.perf_counter()
-    cluster.up(dask=True, dask_threads=args.threads)
+    cluster.up(dask=True, dask_threads=args.threads, dask_work_stealing=args.work_stealing == "on")
     print(f"# testbed + Dask up in {time.perf_counter() - started:.1f} s: {cluster.info.url}, "
           f"scheduler {cluster.info.dask['scheduler']}", flush=True)
     try:
@@ -61,6 +61,8 @@ def main(argv=None) -> int:
                         help="metablock target (default: the block size: one task per block)")
     parser.add_argument("--repetitions", type=int, default=2, help="runs of each mode (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="threads per Dask worker of the testbed (1)")
+    parser.add_argument("--work-stealing", choices=["on", "off"], default="on",
+                        help="work stealing of the testbed's scheduler (default on, Dask's default)")
     parser.add_argument("--url", help="an existing HDFS (hdfs://nn:port); needs --webhdfs and --scheduler")
     parser.add_argument("--webhdfs", help="http://nn:port of the existing HDFS")
     parser.add_argument("--scheduler", help="Dask scheduler whose workers run on the DataNode hosts")
@@ -122,6 +124,7 @@ def main(argv=None) -> int:
         "datanodes": len(layout), "replication": 1, "blocks_per_datanode": dict(sorted(layout.items())),
         "teragen_seconds": round(gen.seconds, 3), "serial": serial, "serial_seconds": round(serial_seconds, 3),
         "pattern": PATTERN.decode(), "threads_per_worker": args.threads, "runs": runs,
+        "work_stealing": args.work_stealing if not args.url else "as configured on the given scheduler",
         "locality_on": on, "locality_off": off,
         "time_ratio_off_over_on": round(off["seconds_median"] / on["seconds_median"], 3),
         "targets": {"local_fraction_on_min": 0.95, "local_fraction_on_met": on["local_fraction_min"] >= 0.95,

@@ -183,19 +183,21 @@ def _finish(name: str, bag, value, started: float, client) -> JobResult:
 
 
 def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=None, locality: bool = True,
-         blocksize: int | None = None, partition_size: int | None = None, storage_options: dict | None = None,
-         job: str | None = None) -> JobResult:
+         balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+         storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Count the matches of regular expression ``pattern`` in ``url`` (a file, directory or glob).
 
-    The value is ``{"matches", "records", "bytes", "byte_sum"}``: records, bytes and the sum of
+    ``locality``, ``balance``, ``blocksize`` and ``partition_size`` are those of
+    :func:`~hpcbridge.dask.read_blocks` (as for the other jobs). The value is
+    ``{"matches", "records", "bytes", "byte_sum"}``: records, bytes and the sum of
     all byte values let a caller check that every record was processed exactly once (compare
     with :func:`grep_serial`). ``pattern`` must not match across ``delimiter``.
     """
     pattern = pattern.encode() if isinstance(pattern, str) else pattern
     re.compile(pattern)  # a bad pattern fails here, not in every task
     started = time.perf_counter()
-    bag = read_blocks(url, delimiter=delimiter, locality=locality, client=client, blocksize=blocksize,
-                      partition_size=partition_size, storage_options=storage_options, job=job)
+    bag = read_blocks(url, delimiter=delimiter, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
     parts = bag.map_partitions(_grep_partition, pattern, delimiter)
     (stats,) = _compute(client, parts)
     return _finish("grep", bag, _sum_stats(stats), started, client)
@@ -240,28 +242,28 @@ def _merge_counts(counters) -> Counter:
 
 
 def wordcount(url: str, *, word: bytes | str | None = None, client=None, locality: bool = True,
-              blocksize: int | None = None, partition_size: int | None = None, storage_options: dict | None = None,
-              job: str | None = None) -> JobResult:
+              balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+              storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Count words: whitespace-separated tokens (Hadoop's WordCount), or the matches of regular
     expression ``word``. The value is a ``Counter`` of ``bytes`` words."""
     word = word.encode() if isinstance(word, str) else word
     if word is not None:
         re.compile(word)
     started = time.perf_counter()
-    bag = read_blocks(url, locality=locality, client=client, blocksize=blocksize, partition_size=partition_size,
-                      storage_options=storage_options, job=job)
+    bag = read_blocks(url, locality=locality, balance=balance, client=client, blocksize=blocksize,
+                      partition_size=partition_size, storage_options=storage_options, job=job)
     counts = bag.reduction(lambda blocks: _count_words(blocks, word), _merge_counts, split_every=8)
     (value,) = _compute(client, counts)
     return _finish("wordcount", bag, value, started, client)
 
 
-def dummy_read(url: str, *, client=None, locality: bool = True, blocksize: int | None = None,
-               partition_size: int | None = None, record_size: int | None = None,
+def dummy_read(url: str, *, client=None, locality: bool = True, balance: float | None = 1.25,
+               blocksize: int | None = None, partition_size: int | None = None, record_size: int | None = None,
                storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Read every record and discard it; the value is the number of bytes read."""
     started = time.perf_counter()
-    bag = read_blocks(url, record_size=record_size, locality=locality, client=client, blocksize=blocksize,
-                      partition_size=partition_size, storage_options=storage_options, job=job)
+    bag = read_blocks(url, record_size=record_size, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
     total = bag.map_partitions(lambda blocks: [sum(len(b) for b in blocks)]).sum()
     (value,) = _compute(client, total)
     return _finish("dummy_read", bag, int(value), started, client)
@@ -326,7 +328,8 @@ def _sort_write(fs, path: str, *buckets: bytes) -> dict:
 
 
 def terasort(url: str, out_url: str, *, outputs: int | None = None, sample: int = 10000, client=None,
-             locality: bool = True, blocksize: int | None = None, partition_size: int | None = None,
+             locality: bool = True, balance: float | None = 1.25, blocksize: int | None = None,
+             partition_size: int | None = None,
              overwrite: bool = False, storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Sort the 100-byte records of ``url`` by their 10-byte keys into ``outputs`` files under ``out_url``.
 
@@ -344,8 +347,8 @@ def terasort(url: str, out_url: str, *, outputs: int | None = None, sample: int 
             raise FileExistsError(f"terasort output {out_url} exists and is not empty (pass overwrite=True)")
         fs_out.rm(out_root, recursive=True)
     fs_out.mkdir(out_root, parents=True, exist_ok=True)
-    bag = read_blocks(url, record_size=RECORD_SIZE, locality=locality, client=client, blocksize=blocksize,
-                      partition_size=partition_size, storage_options=storage_options, job=job)
+    bag = read_blocks(url, record_size=RECORD_SIZE, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
     if outputs is None:
         outputs = max(1, bag.npartitions)
     if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs <= 0:

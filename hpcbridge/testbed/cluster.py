@@ -211,7 +211,8 @@ class HdfsCluster:
                                        start_new_session=True, cwd=self.base_dir)
         return process.pid
 
-    def up(self, timeout: float = 180.0, dask: bool = False, dask_threads: int = 1) -> ClusterInfo:
+    def up(self, timeout: float = 180.0, dask: bool = False, dask_threads: int = 1,
+           dask_work_stealing: bool = True) -> ClusterInfo:
         """Format and start the NameNode and DataNodes; return once every DataNode is live.
 
         With ``dask=True`` also start a Dask scheduler and one worker per DataNode host, bound
@@ -254,22 +255,23 @@ class HdfsCluster:
             self._save()
             self._wait_ready(timeout)
             if dask:
-                self.start_dask(nthreads=dask_threads)
+                self.start_dask(nthreads=dask_threads, work_stealing=dask_work_stealing)
         except BaseException:
             self.down()
             raise
         return info
 
-    def start_dask(self, nthreads: int = 1, memory_limit: str = "2GiB"):
+    def start_dask(self, nthreads: int = 1, memory_limit: str = "2GiB", work_stealing: bool = True):
         """Start a Dask scheduler on 127.0.0.1 and one worker per DataNode host (``--host
-        127.0.0.X``), save their pids in ``cluster.json``, and return the
+        127.0.0.X``; ``work_stealing`` configures the scheduler), save their pids in ``cluster.json``, and return the
         :class:`~hpcbridge.testbed.dask.DaskInfo`. An already running one is returned as is."""
         from .dask import DaskInfo, start_dask
 
         if self.info.dask:
             return DaskInfo.from_dict(self.info.dask)
         info = start_dask([d.host for d in self.info.datanodes], self.base_dir / "logs", nthreads=nthreads,
-                          memory_limit=memory_limit, env={"HADOOP_CONF_DIR": self.info.conf_dir})
+                          memory_limit=memory_limit, work_stealing=work_stealing,
+                          env={"HADOOP_CONF_DIR": self.info.conf_dir})
         self.info.dask = info.as_dict()
         self._save()
         return info

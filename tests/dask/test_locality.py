@@ -127,3 +127,24 @@ def test_cli_grep_prints_the_locality_report(dask_testbed, dataset, capsys):
     assert "locality of job" in text and "% local" in text and "127.0.0." in text
     assert main(["dask", "grep", url, "--dir", base]) == 1
     assert "needs a pattern" in capsys.readouterr().err
+
+
+def test_uneven_layout_stays_balanced(dask_testbed, tmp_path):
+    """Every block on one host (local files reported as stored on 127.0.0.2): with the default
+    balance the other workers take part of the reads (remotely), without it all stay on the host."""
+    client = dask_testbed.client
+    options = {"hostname": "127.0.0.2", "block_size": 256 << 10}
+    url = f"file://{tmp_path}/uneven"
+    hd.teragen(url, 60_000, files=2, client=client, storage_options=options)  # 6 MB: 24 blocks
+    balanced = hd.grep(url, rb"ZZ", client=client, storage_options=options, partition_size=256 << 10)
+    pinned = hd.grep(url, rb"ZZ", client=client, storage_options=options, partition_size=256 << 10,
+                     balance=None)
+    assert balanced.value == pinned.value and balanced.value["records"] == 60_000
+    assert balanced.partitions == pinned.partitions >= 20
+    assert set(balanced.report.bytes_by_host) == {"127.0.0.2"}
+    # The planner placed at most 1.25 fair shares on 127.0.0.2; the rest went to free workers.
+    assert balanced.report.tasks_by_worker_host.get("127.0.0.2", 0) < balanced.partitions
+    assert len(balanced.report.tasks_by_worker_host) >= 2, balanced.report.format()
+    assert balanced.report.local_fraction < 1.0
+    assert pinned.report.local_fraction > balanced.report.local_fraction, (pinned.report.format(),
+                                                                          balanced.report.format())

@@ -145,7 +145,8 @@ def test_glob_patterns(tmp_path):
 
 
 def test_import_hpcbridge_does_not_import_dask():
-    code = "import sys, hpcbridge, hpcbridge.dask; assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], sorted(sys.modules)"
+    code = ("import sys, hpcbridge, hpcbridge.dask; "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
 
 
