@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .hosts import host_matches
 from .reader import EVENT_TOPIC, local_events
 
 __all__ = ["LocalityReport", "collect_report"]
@@ -74,7 +75,7 @@ class LocalityReport:
                 by_host[host] += n
             by_worker[e["worker_host"]] += e["bytes_local"] + e["bytes_remote"]
             tasks_by_worker[e["worker_host"]] += 1
-            report.tasks_on_preferred_host += e.get("preferred") == e["worker_host"]
+            report.tasks_on_preferred_host += bool(e.get("preferred")) and host_matches(e["preferred"], e["worker_host"])
         report.bytes_by_host = dict(sorted(by_host.items()))
         report.bytes_by_worker_host = dict(sorted(by_worker.items()))
         report.tasks_by_worker_host = dict(sorted(tasks_by_worker.items()))

@@ -218,12 +218,24 @@ class HdfsCluster:
         With ``dask=True`` also start a Dask scheduler and one worker per DataNode host, bound
         to that host's address (see :meth:`start_dask`).
 
+        Ports are picked free and released before the JVMs bind them, so another process may take
+        one in between: a start that fails with a ``BindException`` is retried (up to three
+        times) with new ports.
+
         Raises
         ------
         TestbedError
             If a JVM dies (with its log tail) or the cluster is not ready within ``timeout``;
             whatever was started is stopped again.
         """
+        for attempt in range(3):
+            try:
+                return self._up_once(timeout, dask, dask_threads, dask_work_stealing)
+            except TestbedError as exc:
+                if "BindException" not in str(exc) or attempt == 2:
+                    raise
+
+    def _up_once(self, timeout: float, dask: bool, dask_threads: int, dask_work_stealing: bool) -> ClusterInfo:
         if (self.base_dir / "cluster.json").exists():
             existing = ClusterInfo.load(self.base_dir)
             if _alive(existing.namenode_pid):

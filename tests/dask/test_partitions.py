@@ -175,3 +175,23 @@ def test_locality_plan_balances_uneven_layouts_and_warns_once():
         warnings.simplefilter("always")
         assert locality_plan(parts, elsewhere, "hdfs://nn/data") == {}
     assert [w.category for w in caught] == [LocalityWarning] and "hdfs://nn/data" in str(caught[0].message)
+
+
+def test_report_sums_the_measurements_of_one_job():
+    from hpcbridge.dask.report import LocalityReport
+
+    events = [
+        {"job": "a", "worker_host": "127.0.0.2", "preferred": "127.0.0.2", "bytes_local": 90, "bytes_remote": 10,
+         "bytes_by_host": {"127.0.0.2": 90, "127.0.0.3": 10}, "seconds": 0.5},
+        {"job": "a", "worker_host": "127.0.0.3", "preferred": "127.0.0.2", "bytes_local": 0, "bytes_remote": 100,
+         "bytes_by_host": {"127.0.0.2": 100}, "seconds": 0.25},
+        {"job": "b", "worker_host": "127.0.0.4", "preferred": "127.0.0.4", "bytes_local": 7, "bytes_remote": 0,
+         "bytes_by_host": {"127.0.0.4": 7}},
+    ]
+    report = LocalityReport.from_events("a", events)
+    assert (report.tasks, report.bytes_local, report.bytes_remote, report.bytes_read) == (2, 90, 110, 200)
+    assert report.local_fraction == 0.45 and report.tasks_on_preferred_host == 1
+    assert report.bytes_by_host == {"127.0.0.2": 190, "127.0.0.3": 10}
+    assert report.bytes_by_worker_host == {"127.0.0.2": 100, "127.0.0.3": 100}
+    assert report.as_dict()["local_fraction"] == 0.45 and "45.0% local" in report.format()
+    assert LocalityReport.from_events("none", events).local_fraction == 0.0
