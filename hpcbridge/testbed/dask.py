@@ -114,7 +114,7 @@ def _dask_executable() -> str:
 
 
 def start_dask(hosts: list[str], log_dir: str | os.PathLike, nthreads: int = 1, memory_limit: str = "2GiB",
-               work_stealing: bool = WORK_STEALING, timeout: float = 60.0, env: dict | None = None) -> DaskInfo:
+               work_stealing: bool = WORK_STEALING, timeout: float = 120.0, env: dict | None = None) -> DaskInfo:
     """Start a scheduler on 127.0.0.1 (free port) and one worker per host in ``hosts``; return
     once every worker is connected. On failure, whatever was started is stopped again.
     ``env`` adds environment variables (e.g. ``HADOOP_CONF_DIR``) to the processes."""
