@@ -101,7 +101,8 @@ def main(argv=None) -> int:
                                  partition_size=partition_size)
                 run = {"locality": locality, "repetition": repetition, "seconds": round(result.seconds, 3),
                        "exactly_once": result.value == serial, "value": result.value,
-                       "partitions": result.partitions, **result.report.as_dict()}
+                       "partitions": result.partitions, "placed_fraction": result.details["placed_fraction"],
+                       **result.report.as_dict()}
                 runs.append(run)
                 print(f"locality {'on ' if locality else 'off'}: {result.seconds:6.2f} s, "
                       f"{100 * result.report.local_fraction:5.1f}% local, served per host "

@@ -103,31 +103,17 @@ def teragen_records(first_row: int, count: int, rng: np.random.Generator) -> np.
 
 
 def _write_teragen_file(fs, path: str, first_row: int, count: int, seed: int, index: int,
-                        block_size: int | None, replication: int | None, attempts: int = 3) -> int:
-    for attempt in range(attempts):
-        rng = np.random.default_rng([seed, index])
-        try:
-            if (block_size or replication) and hasattr(fs, "create"):
-                f = fs.create(path, replication=replication, block_size=block_size)
-            else:
-                f = fs.open(path, "wb")
-            with f:
-                for start in range(0, count, _GEN_CHUNK):
-                    n = min(_GEN_CHUNK, count - start)
-                    f.write(teragen_records(first_row + start, n, rng).data)
-            return count * RECORD_SIZE
-        except OSError:
-            # A loaded HDFS may not confirm the file's last block in time ("Failed to complete
-            # file in time"): close the half-written file (lease recovery) and write it again.
-            if attempt == attempts - 1:
-                raise
-            if hasattr(fs, "recover_lease"):
-                try:
-                    fs.recover_lease(path, timeout=60)
-                except OSError:
-                    pass
-            time.sleep(1 + attempt)
-    raise AssertionError("unreachable")
+                        block_size: int | None, replication: int | None) -> int:
+    rng = np.random.default_rng([seed, index])
+    if (block_size or replication) and hasattr(fs, "create"):
+        f = fs.create(path, replication=replication, block_size=block_size)
+    else:
+        f = fs.open(path, "wb")
+    with f:
+        for start in range(0, count, _GEN_CHUNK):
+            n = min(_GEN_CHUNK, count - start)
+            f.write(teragen_records(first_row + start, n, rng).data)
+    return count * RECORD_SIZE
 
 
 def teragen(url: str, records: int, files: int = 4, *, seed: int = 0, block_size: int | None = None,
@@ -178,8 +164,13 @@ def _sum_stats(parts) -> dict:
 
 
 def _finish(name: str, bag, value, started: float, client) -> JobResult:
+    total = sum(p.nbytes for p in bag.partitions_plan)
+    placed = sum(p.nbytes for p in bag.partitions_plan if p.index in bag.placement)
+    # What the planner restricted to the data's workers (the rest ran anywhere: every worker
+    # local, no worker local, or past the balance cap); the report says what actually happened.
+    details = {"placed_fraction": round(placed / total, 4) if total else 0.0}
     return JobResult(name, value, time.perf_counter() - started, collect_report(bag.job, current_client(client)),
-                     bag.npartitions)
+                     bag.npartitions, details)
 
 
 def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=None, locality: bool = True,
