@@ -176,6 +176,11 @@ class HdfsCluster:
             "dfs.webhdfs.enabled": "true",
             "dfs.permissions.enabled": "true",
             "dfs.heartbeat.interval": 1,
+            # Let addBlock and complete proceed while the previous block is committed but its
+            # DataNode has not reported it yet (HDFS-8999). The Java client retries around
+            # NotReplicatedYetException; hdfs-native does not, and under load (make test beside
+            # other jobs) writes failed with it and with "Failed to complete file in time".
+            "dfs.namenode.file.close.num-committed-allowed": 1,
             "dfs.namenode.heartbeat.recheck-interval": 5000,
             "net.topology.node.switch.mapping.impl": "hpcbridge.HostTableMapping",
             "hpcbridge.topology.table": table,
