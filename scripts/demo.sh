@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the embedded default storage (a local directory), under mpirun.
+# `make demo`: the main job on the embedded default storage (a local directory), under mpirun;
+# then staging into HDFS, and the seeds' jobs as locality-aware Dask jobs on an HDFS testbed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -15,3 +16,6 @@ mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" examples/demo.py --storag
 echo
 echo "=== 2. Hadoop: stage the results into a local HDFS and show the block layout ==="
 "$here/.venv/bin/python" examples/stage_to_hdfs.py --source "$STORAGE"
+echo
+echo "=== 3. Locality-aware Dask: HDFS testbed + one Dask worker per DataNode host; teragen, grep, wordcount, terasort ==="
+"$here/.venv/bin/python" examples/dask_jobs.py --size "${DEMO_DASK_SIZE:-64M}"

@@ -49,3 +49,44 @@ def hdfs_root(hdfs):
         hdfs.rm(root, recursive=True)
     except FileNotFoundError:
         pass
+
+
+class DaskTestbed:
+    """The session HDFS plus a Dask scheduler and one worker per DataNode host (127.0.0.2-4)."""
+
+    def __init__(self, cluster, dask_info, client):
+        self.cluster = cluster
+        self.dask = dask_info
+        self.client = client
+        self.url = cluster.info.url
+        #: Options that make every process (workers included) find the testbed's WebHDFS.
+        self.storage_options = {"webhdfs": f"http://127.0.0.1:{cluster.info.http_port}"}
+
+    @property
+    def hosts(self) -> list[str]:
+        """The DataNode hosts, which are also the Dask workers' hosts."""
+        return [d.host for d in self.cluster.info.datanodes]
+
+    def fs(self):
+        """The HDFS file system, with the testbed's WebHDFS address."""
+        import hpcbridge
+
+        return hpcbridge.connect(self.url, **self.storage_options)
+
+
+@pytest.fixture(scope="session")
+def dask_testbed(hdfs_cluster):
+    """HDFS testbed + Dask cluster (scheduler on 127.0.0.1, workers bound to the DataNode hosts)
+    + a ``distributed.Client``; the Dask processes are stopped by pid at the end of the session."""
+    pytest.importorskip("distributed", reason="the Dask testbed needs distributed: pip install 'hpcbridge[dask]'")
+    from distributed import Client
+
+    info = hdfs_cluster.start_dask(nthreads=1)
+    client = None
+    try:
+        client = Client(info.scheduler, set_as_default=False, timeout=30)
+        yield DaskTestbed(hdfs_cluster, info, client)
+    finally:
+        if client is not None:
+            client.close()
+        hdfs_cluster.stop_dask()

@@ -20,6 +20,7 @@ from ..fs.api import url_to_fs
 from ..fs.base import FileSystem
 from ..fs.posix import PosixFileSystem
 from ..fs.transfer import copy_file
+from .dask_cmd import add_dask_parser
 
 __all__ = ["main", "build_parser", "parse_size"]
 
@@ -161,13 +162,17 @@ def cmd_testbed(args) -> object:
         cluster = HdfsCluster(args.dir, datanodes=args.datanodes, racks=args.racks,
                               replication=args.replication, block_size=args.block_size)
         started = time.perf_counter()
-        info = cluster.up()
+        info = cluster.up(dask=args.dask, dask_threads=args.dask_threads)
         if args.json:
             return info.as_dict()
         print(f"HDFS testbed up in {time.perf_counter() - started:.1f} s: {info.url}")
         print(f"  WebHDFS   {info.webhdfs}")
         for dn in info.datanodes:
             print(f"  DataNode  {dn.host}  rack {dn.rack}  pid {dn.pid}")
+        if info.dask:
+            print(f"  Dask      scheduler {info.dask['scheduler']}  pid {info.dask['scheduler_pid']}")
+            for w in info.dask["workers"]:
+                print(f"  Dask      worker {w['address']}  pid {w['pid']}")
         print(f"  for other tools: export HADOOP_CONF_DIR={info.conf_dir}")
         print(f"  stop with: hpcbridge testbed down{' --dir ' + args.dir if args.dir else ''}")
         return None
@@ -184,6 +189,12 @@ def cmd_testbed(args) -> object:
               f"{status['live_datanodes']}/{len(status['datanodes'])} DataNodes live")
         for dn in status["datanodes"]:
             print(f"  {dn['host']}  {dn['rack']}  pid {dn['pid']}  {'running' if dn['alive'] else 'DEAD'}")
+        if status.get("dask"):
+            d = status["dask"]
+            print(f"  Dask scheduler {d['scheduler']}  pid {d['scheduler_pid']}  "
+                  f"{'running' if d['scheduler_alive'] else 'DEAD'}")
+            for w in d["workers"]:
+                print(f"  Dask worker {w['address']}  pid {w['pid']}  {'running' if w['alive'] else 'DEAD'}")
         return None
     cluster.down()
     if not args.json:
@@ -277,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hpcbridge",
         description="Inspect and move data on HPC and Hadoop storage through one file API. "
                     "URLs: /abs/path or file:///abs/path (POSIX mounts), hdfs://[user@]namenode:port/path, "
-                    "memory://name/path.",
+                    "memory://name/path, plfs+file:///path, plfs+hdfs://namenode:port/path.",
     )
     parser.add_argument("--version", action="version", version=f"hpcbridge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
@@ -310,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--racks", type=int, default=1, help="racks the DataNodes are spread over (default 1)")
     p.add_argument("--replication", type=int, default=1, help="default replication (default 1)")
     p.add_argument("--block-size", type=parse_size, default=parse_size("64M"), help="default block size (64M)")
+    p.add_argument("--dask", action="store_true",
+                   help="up: also start a Dask scheduler on 127.0.0.1 and one worker per DataNode host, bound to "
+                        "that host's address (locality-aware jobs: hpcbridge dask ...)")
+    p.add_argument("--dask-threads", type=int, default=1, help="threads per Dask worker (default 1)")
 
     p = add("plfs", cmd_plfs, "inspect and maintain PLFS containers (plfs+file:///..., plfs+hdfs://...)")
     p.add_argument("action", choices=["info", "check", "recover", "flatten", "export"],
@@ -321,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", nargs="?", help="export destination (path or URL)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar on export")
     p.add_argument("--no-progress", dest="progress", action="store_false")
+
+    add_dask_parser(add)
 
     p = add("bench", cmd_bench, "summarise benchmark results: a table and PNG plots")
     p.add_argument("action", choices=["report"])

@@ -271,6 +271,10 @@ class _HdfsReadRaw(RawFile):
         return done
 
 
+#: hdfs-native's error when the NameNode does not confirm a closed file's last block in time.
+_INCOMPLETE = "Failed to complete file in time"
+
+
 class _HdfsWriteRaw(RawFile):
     """An open HDFS file for writing: sequential writes only (HDFS has no positional write)."""
 
@@ -329,7 +333,16 @@ class _HdfsWriteRaw(RawFile):
         """Complete the file at the NameNode."""
         if not self.closed:
             try:
-                self._fs._call("close", self._path, self._writer.close, io_call=True)
+                try:
+                    self._fs._call("close", self._path, self._writer.close, io_call=True)
+                except OSError as exc:
+                    if _INCOMPLETE not in str(exc):
+                        raise
+                    # hdfs-native stopped waiting for the NameNode to confirm the last block (a
+                    # loaded cluster: DataNodes report received blocks late). Every packet was
+                    # acknowledged by then, so completing the file by lease recovery keeps every
+                    # byte written.
+                    self._fs.recover_lease(self._path, timeout=self._fs.io_timeout)
             finally:
                 super().close()
 

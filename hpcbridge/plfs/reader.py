@@ -76,13 +76,17 @@ class PlfsReader:
         self.size = index.size
         self.max_open = max_open
         self._handles: collections.OrderedDict = collections.OrderedDict()
+        self._in_use: dict[int, int] = {}
         self._lock = threading.Lock()
         self._pool = CallPool(threads, f"plfs {container.url}")
 
     def _handle(self, writer: int):
-        handle = self._handles.get(writer)
-        if handle is not None and len(self._handles) < self.max_open:
-            return handle  # the common case: no eviction can be due, skip the LRU bookkeeping
+        """The open data log of ``writer``, marked in use until :meth:`_release`.
+
+        At most ``max_open`` logs stay open; only logs no read is using are closed to make room
+        (closing one another thread is reading from failed that read with EBADF), so the limit
+        may be passed while more reads than ``max_open`` run at once.
+        """
         with self._lock:
             handle = self._handles.pop(writer, None)
             if handle is None:
@@ -91,13 +95,30 @@ class PlfsReader:
                 # rank's strided objects) become large sequential reads of the log.
                 handle = fs.open(path, "rb", buffering=self.LOG_BUFFER)
             self._handles[writer] = handle
-            while len(self._handles) > self.max_open:
-                _, old = self._handles.popitem(last=False)
-                old.close()
+            self._in_use[writer] = self._in_use.get(writer, 0) + 1
+            self._evict()
             return handle
 
+    def _release(self, writer: int) -> None:
+        with self._lock:
+            left = self._in_use.pop(writer) - 1
+            if left:
+                self._in_use[writer] = left
+            self._evict()
+
+    def _evict(self) -> None:
+        # Called with the lock held: close the least recently used idle logs beyond max_open.
+        excess = len(self._handles) - self.max_open
+        if excess <= 0:
+            return
+        for old in [w for w in self._handles if w not in self._in_use][:excess]:
+            self._handles.pop(old).close()
+
     def _read_run(self, writer: int, physical: int, length: int) -> bytes:
-        data = self._handle(writer).pread(length, physical)
+        try:
+            data = self._handle(writer).pread(length, physical)
+        finally:
+            self._release(writer)
         if len(data) != length:
             fs, path = self.container.data_log(writer)
             raise OSError(5, f"data log {fs.url(path)} is shorter than its index says "
@@ -158,9 +179,12 @@ class PlfsReader:
                 view[position - offset:logical - offset] = bytes(logical - position)
             at = logical - offset
             handle = self._handle(writer)
-            if handle.tell() != physical:
-                handle.seek(physical)
-            got = handle.readinto(view[at:at + length])
+            try:
+                if handle.tell() != physical:
+                    handle.seek(physical)
+                got = handle.readinto(view[at:at + length])
+            finally:
+                self._release(writer)
             if got != length:
                 fs, path = self.container.data_log(writer)
                 raise OSError(5, f"data log {fs.url(path)} is shorter than its index says "

@@ -99,6 +99,9 @@ class ClusterInfo:
     datanodes: list[DataNodeInfo] = field(default_factory=list)
     replication: int = 1
     block_size: int = 64 << 20
+    #: The Dask cluster started with ``up(dask=True)`` / :meth:`HdfsCluster.start_dask` (a dict
+    #: of :class:`~hpcbridge.testbed.dask.DaskInfo` fields), else None.
+    dask: dict | None = None
 
     @property
     def url(self) -> str:
@@ -173,6 +176,11 @@ class HdfsCluster:
             "dfs.webhdfs.enabled": "true",
             "dfs.permissions.enabled": "true",
             "dfs.heartbeat.interval": 1,
+            # Let addBlock and complete proceed while the previous block is committed but its
+            # DataNode has not reported it yet (HDFS-8999). The Java client retries around
+            # NotReplicatedYetException; hdfs-native does not, and under load (make test beside
+            # other jobs) writes failed with it and with "Failed to complete file in time".
+            "dfs.namenode.file.close.num-committed-allowed": 1,
             "dfs.namenode.heartbeat.recheck-interval": 5000,
             "net.topology.node.switch.mapping.impl": "hpcbridge.HostTableMapping",
             "hpcbridge.topology.table": table,
@@ -208,8 +216,16 @@ class HdfsCluster:
                                        start_new_session=True, cwd=self.base_dir)
         return process.pid
 
-    def up(self, timeout: float = 180.0) -> ClusterInfo:
+    def up(self, timeout: float = 180.0, dask: bool = False, dask_threads: int = 1,
+           dask_work_stealing: bool = True) -> ClusterInfo:
         """Format and start the NameNode and DataNodes; return once every DataNode is live.
+
+        With ``dask=True`` also start a Dask scheduler and one worker per DataNode host, bound
+        to that host's address (see :meth:`start_dask`).
+
+        Ports are picked free and released before the JVMs bind them, so another process may take
+        one in between: a start that fails with a ``BindException`` is retried (up to three
+        times) with new ports.
 
         Raises
         ------
@@ -217,6 +233,14 @@ class HdfsCluster:
             If a JVM dies (with its log tail) or the cluster is not ready within ``timeout``;
             whatever was started is stopped again.
         """
+        for attempt in range(3):
+            try:
+                return self._up_once(timeout, dask, dask_threads, dask_work_stealing)
+            except TestbedError as exc:
+                if "BindException" not in str(exc) or attempt == 2:
+                    raise
+
+    def _up_once(self, timeout: float, dask: bool, dask_threads: int, dask_work_stealing: bool) -> ClusterInfo:
         if (self.base_dir / "cluster.json").exists():
             existing = ClusterInfo.load(self.base_dir)
             if _alive(existing.namenode_pid):
@@ -247,10 +271,37 @@ class HdfsCluster:
                 self._start_datanode(dn, common)
             self._save()
             self._wait_ready(timeout)
+            if dask:
+                self.start_dask(nthreads=dask_threads, work_stealing=dask_work_stealing)
         except BaseException:
             self.down()
             raise
         return info
+
+    def start_dask(self, nthreads: int = 1, memory_limit: str = "2GiB", work_stealing: bool = True):
+        """Start a Dask scheduler on 127.0.0.1 and one worker per DataNode host (``--host
+        127.0.0.X``; ``work_stealing`` configures the scheduler), save their pids in ``cluster.json``, and return the
+        :class:`~hpcbridge.testbed.dask.DaskInfo`. An already running one is returned as is."""
+        from .dask import DaskInfo, start_dask
+
+        if self.info.dask:
+            return DaskInfo.from_dict(self.info.dask)
+        info = start_dask([d.host for d in self.info.datanodes], self.base_dir / "logs", nthreads=nthreads,
+                          memory_limit=memory_limit, work_stealing=work_stealing,
+                          env={"HADOOP_CONF_DIR": self.info.conf_dir})
+        self.info.dask = info.as_dict()
+        self._save()
+        return info
+
+    def stop_dask(self) -> None:
+        """Stop the testbed's Dask workers and scheduler (by pid)."""
+        from .dask import DaskInfo, stop_dask
+
+        if self.info is not None and self.info.dask:
+            stop_dask(DaskInfo.from_dict(self.info.dask))
+            self.info.dask = None
+            if (self.base_dir / "cluster.json").exists():
+                self._save()
 
     def _start_datanode(self, dn: DataNodeInfo, common: dict | None = None) -> None:
         common = common or self._common_properties(self.info)
@@ -332,6 +383,8 @@ class HdfsCluster:
 
     def status(self) -> dict:
         """Which processes run and how many DataNodes the NameNode sees."""
+        from .dask import DaskInfo, dask_status
+
         info = self.info
         return {
             "url": info.url,
@@ -340,6 +393,7 @@ class HdfsCluster:
             "datanodes": [{"host": d.host, "rack": d.rack, "pid": d.pid, "alive": _alive(d.pid)}
                           for d in info.datanodes],
             "live_datanodes": self.live_datanodes(),
+            "dask": dask_status(DaskInfo.from_dict(info.dask)) if info.dask else None,
         }
 
     @staticmethod
@@ -399,6 +453,7 @@ class HdfsCluster:
                 self.info = ClusterInfo.load(self.base_dir)
             except FileNotFoundError:
                 return
+        self.stop_dask()
         for dn in self.info.datanodes:
             self._stop_pid(dn.pid)
         self._stop_pid(self.info.namenode_pid)

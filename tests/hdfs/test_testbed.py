@@ -47,3 +47,33 @@ def test_invalid_cluster_shapes():
         HdfsCluster(datanodes=2, racks=3)
     with pytest.raises(ValueError, match="replication"):
         HdfsCluster(datanodes=2, replication=3)
+
+
+def test_start_retries_when_a_port_is_taken_before_the_jvm_binds_it(tmp_path, monkeypatch):
+    """A DataNode port taken by another process between picking and binding: the start is
+    retried with new ports (seen in make test while other servers ran on the machine)."""
+    import socket
+
+    from hpcbridge.testbed import cluster as cluster_module
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.2", 0))
+    taken.listen()
+    real, calls = cluster_module._free_port, []
+
+    def first_datanode_port_taken(host):
+        calls.append(host)
+        if host == "127.0.0.2" and calls.count(host) == 1:
+            return taken.getsockname()[1]
+        return real(host)
+
+    monkeypatch.setattr(cluster_module, "_free_port", first_datanode_port_taken)
+    cluster = HdfsCluster(tmp_path / "tb", datanodes=1)
+    try:
+        info = cluster.up()
+        assert cluster.live_datanodes() == 1 and info.datanodes[0].xfer_port != taken.getsockname()[1]
+        assert calls.count("127.0.0.2") == 6  # two plans: the failed one and the retry
+    finally:
+        cluster.down()
+        taken.close()
+    assert not (tmp_path / "tb").exists()

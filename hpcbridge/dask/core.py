@@ -1,0 +1,188 @@
+"""Dask collections whose partitions follow storage blocks and run where the blocks live.
+
+``read_blocks`` plans partitions from block locations (:mod:`~hpcbridge.dask.partitions`),
+places each read task on the workers of the hosts storing its bytes
+(:mod:`~hpcbridge.dask.scheduling`), and reads whole records with exact-once alignment
+(:mod:`~hpcbridge.dask.reader`). ``read_text``, ``read_records`` and ``read_csv`` build on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import dask
+import dask.bag as db
+from dask.base import tokenize
+
+from .partitions import RecordFormat, expand_paths, plan_partitions
+from .reader import ReadSpec, read_spec
+from .report import LocalityReport, collect_report
+from .scheduling import LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
+
+__all__ = ["read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag"]
+
+
+def plan(url_or_glob, blocksize: int | None = None, partition_size: int | None = None, delimiter=None,
+         record_size: int | None = None, storage_options: dict | None = None):
+    """``(fs, paths, format, partitions)`` of a read, without building a collection.
+
+    Validates the arguments as :func:`read_blocks` does (errors name the URL or glob).
+    """
+    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+    fmt = RecordFormat.make(delimiter, record_size, label)
+    if blocksize is not None and (isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize <= 0):
+        raise ValueError(f"blocksize must be a positive integer (bytes) for {label}, got {blocksize!r}")
+    fs, paths = expand_paths(url_or_glob, storage_options)
+    partitions = plan_partitions(fs, paths, blocksize, partition_size, fmt, label)
+    return fs, paths, fmt, partitions
+
+
+class BlockBag(db.Bag):
+    """A ``dask.bag.Bag`` read by :func:`read_blocks`, which also knows its job and plan.
+
+    Attributes
+    ----------
+    job:
+        Id under which the read tasks report their measurements (see :meth:`report`).
+    partitions_plan:
+        The :class:`~hpcbridge.dask.partitions.Partition` of every partition.
+    placement:
+        ``{partition index: [worker addresses]}`` the read tasks were restricted to (soft).
+    """
+
+    def report(self, client=None) -> LocalityReport:
+        """The locality report of the reads of this bag so far."""
+        return collect_report(self.job, current_client(client))
+
+
+def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | None = None,
+                record_size: int | None = None, *, partition_size: int | None = None, locality: bool = True,
+                balance: float | None = 1.25, client=None, job: str | None = None,
+                storage_options: dict | None = None) -> BlockBag:
+    """A bag with one bytes object per partition: whole records, partitions following storage blocks.
+
+    Parameters
+    ----------
+    url_or_glob:
+        A file, a directory (every file below it), a glob (``hdfs://nn:9820/data/part-*``) or a
+        list of them, on any backend (``hdfs://``, ``file://``, ``plfs+file://``, ...).
+    blocksize:
+        Cut files into ranges of this many bytes instead of at their storage blocks.
+    delimiter, record_size:
+        Records end with ``delimiter`` (default ``b"\\n"``) or have ``record_size`` bytes;
+        give at most one.
+    partition_size:
+        Metablock target: consecutive storage blocks on the same host are grouped up to this
+        many bytes (default 32 MiB).
+    locality:
+        Restrict each read task (softly) to the workers on the hosts storing its bytes.
+    balance:
+        Plan at most this multiple of a fair share of the bytes on one worker; partitions past it
+        run wherever a worker is free (None: place every partition on its data).
+    client:
+        The ``distributed`` client to plan for (default: the current one, if any).
+    job:
+        Id of this read in the locality report (default: a fresh id).
+
+    Returns
+    -------
+    BlockBag
+        ``npartitions`` equals the number of planned partitions; partition ``i`` is ``[bytes]``.
+        ``bag.report()`` sums what its read tasks measured.
+    """
+    fs, paths, fmt, partitions = plan(url_or_glob, blocksize, partition_size, delimiter, record_size,
+                                      storage_options)
+    job = job or uuid.uuid4().hex[:12]
+    versions = [(p, fs.info(p).size, fs.info(p).mtime) for p in paths]
+    name = "hpcbridge-read-" + tokenize(fs, versions, fmt, partitions, job)
+    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+    placement: dict[int, list[str]] = {}
+    client = current_client(client)
+    if locality and client is not None and ensure_plugin(client):
+        placement = locality_plan(partitions, worker_hosts(client), label, balance=balance)
+    graph = {(name, p.index): LocalReadTask((name, p.index), read_spec,
+                                            ReadSpec(fs, p, fmt, job, tuple(placement.get(p.index, ()))))
+             for p in partitions}
+    bag = BlockBag(graph, name, len(partitions))
+    bag.job, bag.partitions_plan, bag.placement = job, partitions, placement
+    return bag
+
+
+def _lines(blocks: list, delimiter: bytes, encoding: str) -> list:
+    out: list = []
+    for data in blocks:
+        text = data.decode(encoding)
+        sep = delimiter.decode(encoding)
+        parts = text.split(sep)
+        if parts and parts[-1] == "":
+            parts.pop()
+            out.extend(p + sep for p in parts)
+        else:
+            out.extend(p + sep for p in parts[:-1])
+            out.extend(parts[-1:])
+    return out
+
+
+def _records(blocks: list, record_size: int) -> list:
+    out: list = []
+    for data in blocks:
+        view = memoryview(data)
+        out.extend(bytes(view[i:i + record_size]) for i in range(0, len(data), record_size))
+    return out
+
+
+def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes = b"\n", **kwargs) -> db.Bag:
+    """A bag of text lines (each ending with its delimiter, as ``dask.bag.read_text``).
+
+    Takes the options of :func:`read_blocks`; the bag's ``job`` attribute names its report.
+    """
+    blocks = read_blocks(url_or_glob, delimiter=delimiter, **kwargs)
+    bag = blocks.map_partitions(_lines, delimiter, encoding)
+    bag.job = blocks.job
+    return bag
+
+
+def read_records(url_or_glob, record_size: int = 100, **kwargs) -> db.Bag:
+    """A bag of fixed-size records (``bytes`` of ``record_size``), e.g. TeraSort's 100-byte rows."""
+    blocks = read_blocks(url_or_glob, record_size=record_size, **kwargs)
+    bag = blocks.map_partitions(_records, record_size)
+    bag.job = blocks.job
+    return bag
+
+
+def _frame(blocks: list, names: list, pandas_kwargs: dict):
+    import io
+
+    import pandas as pd
+
+    data = b"".join(blocks)
+    if not data:
+        return pd.DataFrame({n: pd.Series(dtype=pandas_kwargs.get("dtype", {}).get(n, "object")
+                                          if isinstance(pandas_kwargs.get("dtype"), dict) else "object")
+                             for n in names})
+    return pd.read_csv(io.BytesIO(data), header=None, names=names, **pandas_kwargs)
+
+
+def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
+    """A dask DataFrame of header-less CSV files, one partition per block partition.
+
+    ``names`` gives the columns (files have no header row: a partition that does not start a
+    file could not tell a header from data). Other keyword arguments go to
+    :func:`read_blocks` if it takes them, else to ``pandas.read_csv``. ``meta`` (an empty
+    pandas DataFrame) skips reading the first partition to learn the dtypes.
+    """
+    import dask.dataframe as dd
+
+    if not names:
+        raise ValueError(f"read_csv of {url_or_glob} needs the column names (names=[...]): files have no header")
+    block_keys = {"blocksize", "partition_size", "locality", "client", "job", "storage_options"}
+    block_kwargs = {k: v for k, v in kwargs.items() if k in block_keys}
+    pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
+    blocks = read_blocks(url_or_glob, **block_kwargs)
+    parts = [dask.delayed(_frame)(d, list(names), pandas_kwargs) for d in blocks.to_delayed(optimize_graph=False)]
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def job_report(job: str, client=None) -> LocalityReport:
+    """The locality report of the read tasks of ``job`` (see :class:`LocalityReport`)."""
+    return collect_report(job, current_client(client))

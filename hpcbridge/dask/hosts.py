@@ -1,0 +1,66 @@
+"""Host identity: which Dask worker host reads which storage host's bytes locally.
+
+A storage host matches a worker host when the names are equal, resolve to the same address,
+or the storage host is this machine (``socket.gethostname()``, as local POSIX files report it)
+and the worker runs on this machine (a loopback or local address).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+
+__all__ = ["host_of_address", "host_matches"]
+
+
+def host_of_address(address: str) -> str:
+    """The host part of a Dask address (``tcp://127.0.0.2:40123`` -> ``127.0.0.2``)."""
+    rest = address.split("://", 1)[-1]
+    if rest.startswith("["):
+        return rest[1:rest.index("]")]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+@functools.lru_cache(maxsize=1024)
+def _addresses(host: str) -> frozenset[str]:
+    try:
+        ipaddress.ip_address(host)
+        return frozenset({host})
+    except ValueError:
+        pass
+    try:
+        return frozenset(socket.gethostbyname_ex(host)[2]) | {host}
+    except OSError:
+        return frozenset({host})
+
+
+@functools.lru_cache(maxsize=1)
+def _this_machine() -> tuple[frozenset[str], frozenset[str]]:
+    names = {socket.gethostname(), socket.getfqdn(), "localhost"}
+    addresses: set[str] = set()
+    for name in names:
+        addresses |= _addresses(name) - {name}
+    return frozenset(names), frozenset(addresses)
+
+
+def _is_local_address(host: str) -> bool:
+    names, addresses = _this_machine()
+    if host in names or host in addresses:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return bool(_addresses(host) & addresses)
+
+
+def host_matches(data_host: str, worker_host: str) -> bool:
+    """Whether a worker on ``worker_host`` reads bytes stored on ``data_host`` locally."""
+    if not data_host or not worker_host:
+        return False
+    if data_host == worker_host:
+        return True
+    names, _ = _this_machine()
+    if data_host in names:  # local files report this machine's name: any worker here reads them locally
+        return _is_local_address(worker_host)
+    return bool(_addresses(data_host) & _addresses(worker_host))

@@ -1,0 +1,397 @@
+"""The Hadoop jobs of the seeds' evaluations as locality-aware Dask jobs, on any backend URL.
+
+- :func:`teragen`: 100-byte records into N files (TeraGen; ASCII, newline-terminated).
+- :func:`grep`: count matches of a (rare) regular expression (Hadoop's grep example).
+- :func:`wordcount`: word frequencies (Hadoop's WordCount).
+- :func:`terasort` and :func:`validate_sort`: TeraSort (sampled split points, shuffle, sorted
+  output partitions) and TeraValidate (sorted, same multiset of records).
+- :func:`dummy_read`: read every byte and do nothing with it (the seeds' "dummy" job).
+
+Every job returns a :class:`JobResult`: its value, wall-clock seconds and the locality report
+of its reads. Work on a partition is done on its whole buffer with bytes methods, ``re`` and
+numpy, never record by record in Python.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..fs.api import url_to_fs
+from .core import read_blocks
+from .partitions import expand_paths
+from .report import LocalityReport, collect_report
+from .scheduling import current_client
+
+__all__ = ["JobResult", "teragen", "teragen_records", "grep", "grep_serial", "wordcount", "terasort",
+           "validate_sort", "dummy_read", "record_checksum", "RECORD_SIZE", "KEY_SIZE"]
+
+#: TeraSort record and key sizes.
+RECORD_SIZE = 100
+KEY_SIZE = 10
+_KEY_ALPHABET = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", dtype=np.uint8)
+#: 4-letter lowercase words of the records' text part (fixed, so word counts are comparable).
+VOCABULARY = np.random.default_rng(2026).integers(ord("a"), ord("z") + 1, (256, 4), dtype=np.uint8)
+_WORDS_PER_RECORD = 11
+_CHECKSUM_WEIGHTS = np.random.default_rng(7).integers(1, 2**63, RECORD_SIZE // 4, dtype=np.uint64) | np.uint64(1)
+_GEN_CHUNK = 1 << 17  # records generated per numpy batch (12.5 MiB)
+
+
+@dataclass
+class JobResult:
+    """What a job returned, how long it took, and where its reads ran.
+
+    Attributes
+    ----------
+    name:
+        The job (``"grep"``, ``"wordcount"``, ...).
+    value:
+        The job's result (counts, a Counter, output paths, a validation dict).
+    seconds:
+        Wall-clock time of the whole job (planning, tasks, gathering the result).
+    report:
+        Locality of the job's reads (None for jobs that only write, such as teragen).
+    partitions:
+        Read partitions of the job.
+    """
+
+    name: str
+    value: object
+    seconds: float
+    report: LocalityReport | None = None
+    partitions: int = 0
+    details: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """JSON-ready fields (a Counter value becomes a plain dict)."""
+        value = dict(self.value) if isinstance(self.value, Counter) else self.value
+        return {"job": self.name, "value": value, "seconds": round(self.seconds, 3), "partitions": self.partitions,
+                "locality": self.report.as_dict() if self.report else None, **self.details}
+
+
+def _compute(client, *collections):
+    import dask
+
+    client = current_client(client)
+    if client is not None:
+        return client.compute(list(collections), sync=True)
+    # Without distributed: threads, so the read tasks report into this process.
+    return list(dask.compute(*collections, scheduler="threads"))
+
+
+# -- teragen -------------------------------------------------------------------------------------
+def teragen_records(first_row: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` records as a ``(count, 100)`` uint8 array: a 10-byte key of ``A-Z0-9``, a space,
+    the 32-digit row number, a space, 11 four-letter words each followed by a space, and ``\\n``."""
+    out = np.empty((count, RECORD_SIZE), dtype=np.uint8)
+    out[:, :KEY_SIZE] = _KEY_ALPHABET[rng.integers(0, len(_KEY_ALPHABET), (count, KEY_SIZE))]
+    out[:, 10] = ord(" ")
+    rows = np.arange(first_row, first_row + count, dtype=np.uint64)
+    powers = np.uint64(10) ** np.arange(18, -1, -1, dtype=np.uint64)
+    out[:, 11:24] = ord("0")
+    out[:, 24:43] = (rows[:, None] // powers % np.uint64(10)).astype(np.uint8) + ord("0")
+    out[:, 43] = ord(" ")
+    words = out[:, 44:99].reshape(count, _WORDS_PER_RECORD, 5)
+    words[:, :, :4] = VOCABULARY[rng.integers(0, len(VOCABULARY), (count, _WORDS_PER_RECORD))]
+    words[:, :, 4] = ord(" ")
+    out[:, 99] = ord("\n")
+    return out
+
+
+def _write_teragen_file(fs, path: str, first_row: int, count: int, seed: int, index: int,
+                        block_size: int | None, replication: int | None) -> int:
+    rng = np.random.default_rng([seed, index])
+    if (block_size or replication) and hasattr(fs, "create"):
+        f = fs.create(path, replication=replication, block_size=block_size)
+    else:
+        f = fs.open(path, "wb")
+    with f:
+        for start in range(0, count, _GEN_CHUNK):
+            n = min(_GEN_CHUNK, count - start)
+            f.write(teragen_records(first_row + start, n, rng).data)
+    return count * RECORD_SIZE
+
+
+def teragen(url: str, records: int, files: int = 4, *, seed: int = 0, block_size: int | None = None,
+            replication: int | None = None, client=None, overwrite: bool = False,
+            storage_options: dict | None = None) -> JobResult:
+    """Write ``records`` 100-byte records into ``files`` files ``part-00000``... under directory ``url``.
+
+    The files are written in parallel as Dask tasks (on the current ``distributed`` client if
+    any). ``block_size``/``replication`` are per-file HDFS settings (ignored elsewhere). The
+    content depends only on ``seed``, ``records`` and ``files``.
+    """
+    import dask
+
+    if isinstance(records, bool) or not isinstance(records, int) or records <= 0:
+        raise ValueError(f"records must be a positive integer for teragen into {url}, got {records!r}")
+    if isinstance(files, bool) or not isinstance(files, int) or not 0 < files <= records:
+        raise ValueError(f"files must be an integer between 1 and records ({records}) for {url}, got {files!r}")
+    fs, root = url_to_fs(url, **(storage_options or {}))
+    if fs.exists(root) and fs.ls(root):
+        if not overwrite:
+            raise FileExistsError(f"teragen output {url} exists and is not empty (pass overwrite=True)")
+        fs.rm(root, recursive=True)
+    fs.mkdir(root, parents=True, exist_ok=True)
+    started = time.perf_counter()
+    per_file = [records // files + (i < records % files) for i in range(files)]
+    firsts = np.concatenate([[0], np.cumsum(per_file)[:-1]]).tolist()
+    paths = [f"{root.rstrip('/')}/part-{i:05d}" for i in range(files)]
+    tasks = [dask.delayed(_write_teragen_file, pure=False)(fs, p, first, n, seed, i, block_size, replication)
+             for i, (p, first, n) in enumerate(zip(paths, firsts, per_file))]
+    written = _compute(client, *tasks)
+    return JobResult("teragen", [fs.url(p) for p in paths], time.perf_counter() - started,
+                     details={"records": records, "bytes": int(sum(written)), "files": files})
+
+
+# -- grep, wordcount, dummy read ----------------------------------------------------------------
+def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
+    regex = re.compile(pattern)
+    stats = np.zeros(4, dtype=np.int64)
+    for data in blocks:
+        stats += (len(regex.findall(data)), data.count(delimiter), len(data),
+                  int(np.frombuffer(data, dtype=np.uint8).sum(dtype=np.int64)))
+    return [stats]
+
+
+def _sum_stats(parts) -> dict:
+    total = np.sum(list(parts), axis=0) if parts else np.zeros(4, dtype=np.int64)
+    return {"matches": int(total[0]), "records": int(total[1]), "bytes": int(total[2]), "byte_sum": int(total[3])}
+
+
+def _finish(name: str, bag, value, started: float, client) -> JobResult:
+    total = sum(p.nbytes for p in bag.partitions_plan)
+    placed = sum(p.nbytes for p in bag.partitions_plan if p.index in bag.placement)
+    # What the planner restricted to the data's workers (the rest ran anywhere: every worker
+    # local, no worker local, or past the balance cap); the report says what actually happened.
+    details = {"placed_fraction": round(placed / total, 4) if total else 0.0}
+    return JobResult(name, value, time.perf_counter() - started, collect_report(bag.job, current_client(client)),
+                     bag.npartitions, details)
+
+
+def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=None, locality: bool = True,
+         balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+         storage_options: dict | None = None, job: str | None = None) -> JobResult:
+    """Count the matches of regular expression ``pattern`` in ``url`` (a file, directory or glob).
+
+    ``locality``, ``balance``, ``blocksize`` and ``partition_size`` are those of
+    :func:`~hpcbridge.dask.read_blocks` (as for the other jobs). The value is
+    ``{"matches", "records", "bytes", "byte_sum"}``: records, bytes and the sum of
+    all byte values let a caller check that every record was processed exactly once (compare
+    with :func:`grep_serial`). ``pattern`` must not match across ``delimiter``.
+    """
+    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    re.compile(pattern)  # a bad pattern fails here, not in every task
+    started = time.perf_counter()
+    bag = read_blocks(url, delimiter=delimiter, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
+    parts = bag.map_partitions(_grep_partition, pattern, delimiter)
+    (stats,) = _compute(client, parts)
+    return _finish("grep", bag, _sum_stats(stats), started, client)
+
+
+def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storage_options: dict | None = None,
+                chunk: int = 16 << 20) -> dict:
+    """:func:`grep`'s counts computed in this process, file by file, without Dask (the reference)."""
+    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    fs, paths = expand_paths(url, storage_options)
+    total = np.zeros(4, dtype=np.int64)
+    for path in paths:
+        with fs.open(path, "rb") as f:
+            rest = b""
+            while True:
+                data = f.read(chunk)
+                if not data:
+                    break
+                data = rest + data
+                cut = data.rfind(delimiter)
+                cut = len(data) if cut < 0 else cut + len(delimiter)
+                rest = data[cut:]
+                total += _grep_partition([data[:cut]], pattern, delimiter)[0]
+            if rest:
+                total += _grep_partition([rest], pattern, delimiter)[0]
+    return _sum_stats([total])
+
+
+def _count_words(blocks, word: bytes | None) -> Counter:
+    counts: Counter = Counter()
+    regex = re.compile(word) if word else None
+    for data in blocks:
+        counts.update(regex.findall(data) if regex else data.split())
+    return counts
+
+
+def _merge_counts(counters) -> Counter:
+    total: Counter = Counter()
+    for c in counters:
+        total.update(c)
+    return total
+
+
+def wordcount(url: str, *, word: bytes | str | None = None, client=None, locality: bool = True,
+              balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+              storage_options: dict | None = None, job: str | None = None) -> JobResult:
+    """Count words: whitespace-separated tokens (Hadoop's WordCount), or the matches of regular
+    expression ``word``. The value is a ``Counter`` of ``bytes`` words."""
+    word = word.encode() if isinstance(word, str) else word
+    if word is not None:
+        re.compile(word)
+    started = time.perf_counter()
+    bag = read_blocks(url, locality=locality, balance=balance, client=client, blocksize=blocksize,
+                      partition_size=partition_size, storage_options=storage_options, job=job)
+    counts = bag.reduction(lambda blocks: _count_words(blocks, word), _merge_counts, split_every=8)
+    (value,) = _compute(client, counts)
+    return _finish("wordcount", bag, value, started, client)
+
+
+def dummy_read(url: str, *, client=None, locality: bool = True, balance: float | None = 1.25,
+               blocksize: int | None = None, partition_size: int | None = None, record_size: int | None = None,
+               storage_options: dict | None = None, job: str | None = None) -> JobResult:
+    """Read every record and discard it; the value is the number of bytes read."""
+    started = time.perf_counter()
+    bag = read_blocks(url, record_size=record_size, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
+    total = bag.map_partitions(lambda blocks: [sum(len(b) for b in blocks)]).sum()
+    (value,) = _compute(client, total)
+    return _finish("dummy_read", bag, int(value), started, client)
+
+
+# -- terasort -----------------------------------------------------------------------------------
+def record_checksum(data) -> int:
+    """Order-independent checksum of 100-byte records: the sum (mod 2**64) of a hash per record.
+
+    Equal for two record sets exactly when they are (with overwhelming probability) the same
+    multiset.
+    """
+    recs = np.frombuffer(data, dtype="<u4").reshape(-1, RECORD_SIZE // 4)
+    h = (recs.astype(np.uint64) * _CHECKSUM_WEIGHTS).sum(axis=1, dtype=np.uint64)
+    h ^= h >> np.uint64(29)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(32)
+    return int(h.sum(dtype=np.uint64))
+
+
+def _keys(data) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8).reshape(-1, RECORD_SIZE)[:, :KEY_SIZE].copy().view(f"S{KEY_SIZE}")[:, 0]
+
+
+def _sample_splits(fs, paths: list[str], outputs: int, sample: int) -> np.ndarray:
+    """``outputs - 1`` split keys from up to ``sample`` records read at evenly spaced places."""
+    sizes = [fs.info(p).size // RECORD_SIZE for p in paths]
+    total = sum(sizes)
+    per_file = [max(1, round(sample * n / max(total, 1))) for n in sizes]
+    keys = []
+    for path, n, want in zip(paths, sizes, per_file):
+        if not n:
+            continue
+        spots = min(10, want)
+        each = max(1, want // spots)
+        for start in np.linspace(0, max(n - each, 0), spots).astype(np.int64):
+            keys.append(_keys(fs.pread(path, int(start) * RECORD_SIZE, each * RECORD_SIZE)))
+    keys = np.sort(np.concatenate(keys)) if keys else np.array([], dtype=f"S{KEY_SIZE}")
+    if not len(keys) or outputs == 1:
+        return keys[:0]
+    return keys[(np.arange(1, outputs) * len(keys)) // outputs]
+
+
+def _bucket(blocks: list, splits: np.ndarray) -> tuple:
+    data = b"".join(blocks)
+    records = np.frombuffer(data, dtype=np.uint8).reshape(-1, RECORD_SIZE)
+    target = np.searchsorted(splits, _keys(data), side="right")
+    order = np.argsort(target, kind="stable")
+    bounds = np.searchsorted(target[order], np.arange(len(splits) + 2))
+    grouped = records[order]
+    stats = (len(records), record_checksum(data) if len(data) else 0)
+    return tuple(grouped[bounds[j]:bounds[j + 1]].tobytes() for j in range(len(splits) + 1)) + (stats,)
+
+
+def _sort_write(fs, path: str, *buckets: bytes) -> dict:
+    data = b"".join(buckets)
+    records = np.frombuffer(data, dtype=np.uint8).reshape(-1, RECORD_SIZE)
+    order = np.argsort(_keys(data), kind="stable")
+    with fs.open(path, "wb") as f:
+        f.write(records[order].data if len(records) else b"")
+    return {"path": fs.url(path), "records": len(records)}
+
+
+def terasort(url: str, out_url: str, *, outputs: int | None = None, sample: int = 10000, client=None,
+             locality: bool = True, balance: float | None = 1.25, blocksize: int | None = None,
+             partition_size: int | None = None,
+             overwrite: bool = False, storage_options: dict | None = None, job: str | None = None) -> JobResult:
+    """Sort the 100-byte records of ``url`` by their 10-byte keys into ``outputs`` files under ``out_url``.
+
+    Split points come from a sample of keys; every input partition buckets its records by split
+    point (numpy), and output ``j`` gathers bucket ``j`` of every partition (the shuffle), sorts
+    it and writes ``part-j``. Concatenating the outputs in order gives the sorted input.
+    """
+    import dask
+
+    started = time.perf_counter()
+    fs_in, paths = expand_paths(url, storage_options)
+    fs_out, out_root = url_to_fs(out_url, **(storage_options or {}))
+    if fs_out.exists(out_root) and fs_out.ls(out_root):
+        if not overwrite:
+            raise FileExistsError(f"terasort output {out_url} exists and is not empty (pass overwrite=True)")
+        fs_out.rm(out_root, recursive=True)
+    fs_out.mkdir(out_root, parents=True, exist_ok=True)
+    bag = read_blocks(url, record_size=RECORD_SIZE, locality=locality, balance=balance, client=client,
+                      blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
+    if outputs is None:
+        outputs = max(1, bag.npartitions)
+    if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs <= 0:
+        raise ValueError(f"outputs must be a positive integer for terasort of {url}, got {outputs!r}")
+    splits = _sample_splits(fs_in, paths, outputs, sample)
+    buckets = [dask.delayed(_bucket, nout=outputs + 1)(part, splits)
+               for part in bag.to_delayed(optimize_graph=False)]
+    writes = [dask.delayed(_sort_write)(fs_out, f"{out_root.rstrip('/')}/part-{j:05d}", *[b[j] for b in buckets])
+              for j in range(outputs)]
+    stats = [b[outputs] for b in buckets]
+    results = _compute(client, *writes, *stats)
+    written, input_stats = results[:outputs], results[outputs:]
+    value = {"outputs": [w["path"] for w in written], "records": sum(w["records"] for w in written),
+             "input_records": sum(s[0] for s in input_stats),
+             "input_checksum": sum(s[1] for s in input_stats) % 2**64}
+    return _finish("terasort", bag, value, started, client)
+
+
+def _validate_file(fs, path: str) -> dict:
+    data = fs.read_bytes(path)
+    if len(data) % RECORD_SIZE:
+        return {"path": fs.url(path), "error": f"{len(data)} bytes is not a whole number of records"}
+    keys = _keys(data)
+    return {"path": fs.url(path), "records": len(keys), "checksum": record_checksum(data) if len(data) else 0,
+            "sorted": bool(np.all(keys[:-1] <= keys[1:])) if len(keys) > 1 else True,
+            "first": keys[0] if len(keys) else None, "last": keys[-1] if len(keys) else None}
+
+
+def validate_sort(out_url: str, input_url: str | None = None, *, client=None,
+                  storage_options: dict | None = None) -> JobResult:
+    """TeraValidate: the files under ``out_url`` (in name order) are sorted within and across
+    files; with ``input_url``, they hold the same multiset of records (count and checksum)."""
+    import dask
+
+    started = time.perf_counter()
+    fs, paths = expand_paths(out_url, storage_options)
+    checks = _compute(client, *[dask.delayed(_validate_file)(fs, p) for p in paths])
+    problems = [f"{c['path']}: {c['error']}" for c in checks if "error" in c]
+    problems += [f"{c['path']} is not sorted" for c in checks if not c.get("sorted", True)]
+    filled = [c for c in checks if c.get("records")]
+    problems += [f"{a['path']} ends after {b['path']} starts" for a, b in zip(filled, filled[1:])
+                 if a["last"] > b["first"]]
+    value = {"files": len(paths), "records": sum(c.get("records", 0) for c in checks),
+             "checksum": sum(c.get("checksum", 0) for c in checks) % 2**64}
+    if input_url is not None:
+        fs_in, in_paths = expand_paths(input_url, storage_options)
+        reference = _compute(client, *[dask.delayed(_validate_file)(fs_in, p) for p in in_paths])
+        value["input_records"] = sum(c.get("records", 0) for c in reference)
+        value["input_checksum"] = sum(c.get("checksum", 0) for c in reference) % 2**64
+        if (value["input_records"], value["input_checksum"]) != (value["records"], value["checksum"]):
+            problems.append(f"the output holds {value['records']} records (checksum {value['checksum']:x}), the input "
+                            f"{value['input_records']} (checksum {value['input_checksum']:x})")
+    value["problems"] = problems
+    value["ok"] = not problems
+    return JobResult("validate_sort", value, time.perf_counter() - started)

@@ -1,0 +1,164 @@
+"""Read one partition with record alignment, and measure where its bytes came from.
+
+:func:`read_partition` runs inside a Dask task. For every byte range it fetches from storage it
+asks the file system for the block locations of exactly that range, and attributes each block's
+bytes to the host that served them: the worker's own host when it holds a copy (the HDFS client
+reads a local replica first), else the first host listed. With replication 1 that is the only
+host, so local and remote bytes are exact; with more copies, a remote read is attributed to the
+first replica host. The worker's host is the host of ``distributed.get_worker().address`` (this
+machine's name outside a ``distributed`` worker). The measurement goes to the scheduler's event
+log (topic :data:`EVENT_TOPIC`) or, without ``distributed``, to a list in this process;
+:mod:`hpcbridge.dask.report` sums it per job.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..fs.base import FileSystem
+from .hosts import host_matches, host_of_address
+from .partitions import Chunk, Partition, RecordFormat
+
+__all__ = ["ReadSpec", "read_partition", "read_spec", "read_chunk", "EVENT_TOPIC", "local_events"]
+
+#: Topic of the scheduler event log the read tasks report to.
+EVENT_TOPIC = "hpcbridge-locality"
+#: First extra bytes read past a chunk's end to finish its last record (doubled while needed).
+OVERREAD = 4 << 10
+
+_LOCAL_EVENTS: list[dict] = []
+_LOCAL_LOCK = threading.Lock()
+_FS_CACHE: dict[FileSystem, FileSystem] = {}
+
+
+def local_events() -> list[dict]:
+    """Measurements of partitions read in this process without a ``distributed`` worker."""
+    with _LOCAL_LOCK:
+        return list(_LOCAL_EVENTS)
+
+
+def _cached(fs: FileSystem) -> FileSystem:
+    # A file system arrives pickled with every task; reuse one connection (and its layout cache)
+    # per worker process instead of reconnecting for each partition.
+    with _LOCAL_LOCK:
+        return _FS_CACHE.setdefault(fs, fs)
+
+
+def _find(f, buf: bytearray, base: int, size: int, delimiter: bytes, at: int, fetched: list) -> int:
+    """Offset (in the file) just past the first ``delimiter`` starting at or after file offset
+    ``at``, growing ``buf`` (file bytes from ``base``) as needed; ``size`` if there is none."""
+    step = OVERREAD
+    search = at - base
+    while True:
+        i = buf.find(delimiter, search)
+        if i >= 0:
+            return base + i + len(delimiter)
+        end = base + len(buf)
+        if end >= size:
+            return size
+        more = f.pread(min(step, size - end), end)
+        fetched.append((end, len(more)))
+        search = max(search, len(buf) - len(delimiter) + 1)
+        buf += more
+        step *= 2
+
+
+def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
+    """The whole records a chunk owns, read from open file ``f``; ``fetched`` collects the
+    ``(offset, length)`` ranges read from storage."""
+    if fmt.record_size:
+        r = fmt.record_size
+        start = -(-chunk.start // r) * r
+        end = min(-(-chunk.end // r) * r, chunk.size)
+        if start >= end:
+            return b""
+        data = f.pread(end - start, start)
+        fetched.append((start, len(data)))
+        return data
+    length = min(chunk.length + OVERREAD, chunk.size - chunk.start)
+    buf = bytearray(f.pread(length, chunk.start))
+    fetched.append((chunk.start, len(buf)))
+    start = chunk.start if chunk.start == 0 else _find(f, buf, chunk.start, chunk.size, fmt.delimiter,
+                                                      chunk.start, fetched)
+    # When the first delimiter at or past the chunk's start lies past its end, the chunk owns no
+    # record: the end search below finds the same delimiter, and start == end.
+    end = chunk.size if chunk.end >= chunk.size else _find(f, buf, chunk.start, chunk.size, fmt.delimiter,
+                                                           chunk.end, fetched)
+    if start >= end:
+        return b""
+    return bytes(memoryview(buf)[start - chunk.start:end - chunk.start])
+
+
+def _worker_host() -> tuple[str, object]:
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        return host_of_address(worker.address), worker
+    except (ImportError, ValueError):
+        return socket.gethostname(), None
+
+
+def _attribute(fs: FileSystem, path: str, ranges: list, worker_host: str, tally: dict) -> None:
+    for offset, length in ranges:
+        if length <= 0:
+            continue
+        for block in fs.block_locations(path, offset, length):
+            local = next((h for h in block.hosts if host_matches(h, worker_host)), None)
+            served_by = local or (block.hosts[0] if block.hosts else "unknown")
+            tally["hosts"][served_by] += block.length
+            tally["local" if local else "remote"] += block.length
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Everything one read task needs, and the workers it should run on.
+
+    The scheduler plugin of :mod:`hpcbridge.dask.scheduling` recognises read tasks by this
+    argument and restricts them (softly) to ``workers``.
+    """
+
+    fs: FileSystem
+    partition: Partition
+    fmt: RecordFormat
+    job: str
+    #: Addresses of the workers on the hosts storing the partition's bytes (empty: anywhere).
+    workers: tuple[str, ...] = ()
+
+
+def read_spec(spec: ReadSpec) -> list:
+    """The body of a read task: ``[bytes of the partition's whole records]``."""
+    return [read_partition(spec.fs, spec.partition, spec.fmt, spec.job)]
+
+
+def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job: str) -> bytes:
+    """Read a partition's whole records (its chunks in order, concatenated) and report where the
+    bytes came from (see the module docstring)."""
+    fs = _cached(fs)
+    worker_host, worker = _worker_host()
+    started = time.perf_counter()
+    pieces = []
+    tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
+    for chunk in partition.chunks:
+        fetched: list = []
+        with fs.open(chunk.path, "rb") as f:
+            pieces.append(read_chunk(f, chunk, fmt, fetched))
+        _attribute(fs, chunk.path, fetched, worker_host, tally)
+    data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    event = {
+        "job": job, "partition": partition.index, "worker_host": worker_host,
+        "worker": worker.address if worker is not None else None,
+        "preferred": partition.primary_host, "bytes_local": tally["local"], "bytes_remote": tally["remote"],
+        "bytes_by_host": dict(tally["hosts"]), "records_bytes": len(data),
+        "seconds": time.perf_counter() - started,
+    }
+    if worker is not None:
+        worker.log_event(EVENT_TOPIC, event)
+    else:
+        with _LOCAL_LOCK:
+            _LOCAL_EVENTS.append(event)
+    return data

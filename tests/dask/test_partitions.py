@@ -1,0 +1,197 @@
+"""Planning and record alignment without a cluster: every record exactly once, metablocks, errors."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hpcbridge
+
+dask = pytest.importorskip("dask", reason="hpcbridge.dask needs dask: pip install 'hpcbridge[dask]'")
+
+import hpcbridge.dask as hd  # noqa: E402
+from hpcbridge.dask.partitions import RecordFormat, plan_partitions  # noqa: E402
+from hpcbridge.dask.reader import read_chunk  # noqa: E402
+
+
+def _records(data: bytes, delimiter: bytes) -> list[bytes]:
+    """Reference split: each record ends after a delimiter (the last may not)."""
+    parts = data.split(delimiter)
+    out = [p + delimiter for p in parts[:-1]]
+    return out + ([parts[-1]] if parts[-1] else [])
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(min_size=0, max_size=3000).map(lambda b: b.replace(b"\0", b"ab")),
+       delimiter=st.sampled_from([b"\n", b"ab", b"aba", b"\r\n"]), blocksize=st.integers(1, 700))
+def test_chunks_own_every_record_exactly_once(tmp_path_factory, data, delimiter, blocksize):
+    path = tmp_path_factory.mktemp("align") / "f.txt"
+    path.write_bytes(data)
+    fs = hpcbridge.connect("file:///")
+    fmt = RecordFormat.make(delimiter=delimiter)
+    if not data:
+        assert plan_partitions(fs, [str(path)], blocksize, fmt=fmt) == []
+        return
+    parts = plan_partitions(fs, [str(path)], blocksize, fmt=fmt)
+    assert [c.start for p in parts for c in p.chunks] == list(range(0, len(data), blocksize))
+    got = []
+    with fs.open(str(path), "rb") as f:
+        for part in parts:
+            (chunk,) = part.chunks
+            block = read_chunk(f, chunk, fmt, [])
+            # whole records only: a block is empty, or ends with the delimiter, or ends the file
+            assert not block or block.endswith(delimiter) or chunk.end >= len(data) or block == data[-len(block):]
+            got.append(block)
+    assert b"".join(got) == data
+    # Records of the reference split: each in exactly one block (no record cut across blocks).
+    assert sum(len(_records(b, delimiter)) for b in got if b) == len(_records(data, delimiter))
+
+
+def test_fixed_records_and_blocks(tmp_path):
+    data = np.arange(1000 * 100, dtype=np.uint32).astype(np.uint8).tobytes()
+    (tmp_path / "r.bin").write_bytes(data)
+    for blocksize in (1, 99, 100, 101, 4096, 10**6):
+        blocks = hd.read_blocks(f"file://{tmp_path}/r.bin", blocksize=blocksize, record_size=100)
+        got = blocks.compute(scheduler="sync")
+        assert b"".join(got) == data and all(len(b) % 100 == 0 for b in got)
+    records = hd.read_records(f"file://{tmp_path}/r.bin", blocksize=4096).compute(scheduler="sync")
+    assert len(records) == 1000 and records[7] == data[700:800]
+
+
+def test_read_text_and_csv(tmp_path):
+    lines = [f"{i},{i * i},name{i}\n" for i in range(5000)]
+    (tmp_path / "a.csv").write_text("".join(lines[:3000]))
+    (tmp_path / "b.csv").write_text("".join(lines[3000:]))
+    text = hd.read_text(f"file://{tmp_path}/*.csv", blocksize=4096).compute(scheduler="sync")
+    assert text == lines
+    frame = hd.read_csv(f"file://{tmp_path}/*.csv", names=["i", "sq", "name"], blocksize=8192)
+    df = frame.compute(scheduler="sync")
+    assert frame.npartitions > 4 and len(df) == 5000 and df["sq"].sum() == sum(i * i for i in range(5000))
+    assert sorted(df["i"]) == list(range(5000))
+
+
+def test_metablocks_group_consecutive_small_blocks_of_one_host(tmp_path):
+    fs = hpcbridge.connect("file:///", block_size=4096)  # local files: 4 KiB logical blocks, all on this host
+    (tmp_path / "f").write_bytes(b"x\n" * 50_000)  # 100 000 bytes = 25 blocks
+    parts = plan_partitions(fs, [str(tmp_path / "f")], partition_size=20_000)
+    assert len(parts) == 6  # 4 blocks (16 KiB) per partition: a fifth would pass 20 000 bytes
+    assert all(p.nbytes <= 20_000 for p in parts) and sum(p.nbytes for p in parts) == 100_000
+    for p in parts:
+        assert [c.start for c in p.chunks] == list(range(p.chunks[0].start, p.chunks[-1].end, 4096))
+        assert len(p.hosts) == 1 and p.hosts[0][1] == p.nbytes
+    single = plan_partitions(fs, [str(tmp_path / "f")], partition_size=4096)
+    assert len(single) == 25
+
+
+def test_bad_inputs_name_the_url(tmp_path):
+    (tmp_path / "f.txt").write_bytes(b"abc\n" * 10)
+    (tmp_path / "odd.bin").write_bytes(b"x" * 150)
+    (tmp_path / "empty").mkdir()
+    url = f"file://{tmp_path}/f.txt"
+    for bad in (0, -5, "1M", 1.5, True):
+        with pytest.raises(ValueError, match="blocksize.*f.txt"):
+            hd.read_blocks(url, blocksize=bad)
+    with pytest.raises(ValueError, match="partition_size.*f.txt"):
+        hd.read_blocks(url, partition_size=0)
+    with pytest.raises(ValueError, match="either delimiter or record_size.*f.txt"):
+        hd.read_blocks(url, delimiter=b"\n", record_size=100)
+    with pytest.raises(ValueError, match="delimiter must not be empty.*f.txt"):
+        hd.read_blocks(url, delimiter=b"")
+    with pytest.raises(TypeError, match="delimiter must be bytes.*f.txt"):
+        hd.read_blocks(url, delimiter="\n")
+    with pytest.raises(ValueError, match="record_size must be a positive integer.*f.txt"):
+        hd.read_blocks(url, record_size=0)
+    with pytest.raises(ValueError, match="odd.bin holds 150 bytes, not a whole number of 100-byte records"):
+        hd.read_records(f"file://{tmp_path}/odd.bin", record_size=100)
+    with pytest.raises(FileNotFoundError, match=r"no files match the glob file://.*/nothing-\*\.txt"):
+        hd.read_blocks(f"file://{tmp_path}/nothing-*.txt")
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        hd.read_blocks(f"file://{tmp_path}/missing.txt")
+    with pytest.raises(FileNotFoundError, match="no files in .*empty"):
+        hd.read_blocks(f"file://{tmp_path}/empty")
+    with pytest.raises(ValueError, match="needs the column names"):
+        hd.read_csv(url, names=[])
+    with pytest.raises(ValueError, match="records must be a positive integer.*out"):
+        hd.teragen(f"file://{tmp_path}/out", 0)
+    with pytest.raises(ValueError, match="files must be an integer between 1 and records"):
+        hd.teragen(f"file://{tmp_path}/out", 10, files=11)
+    with pytest.raises(FileExistsError, match="teragen output .*tmp.* exists"):
+        hd.teragen(f"file://{tmp_path}", 10)
+    import re
+
+    with pytest.raises(re.error):
+        hd.grep(url, "(unclosed")
+
+
+def test_glob_patterns(tmp_path):
+    for name in ("a1.txt", "a2.txt", "b1.txt", "sub/a3.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(name.encode() + b"\n")
+    from hpcbridge.dask.partitions import expand_paths
+
+    def names(pattern):
+        return [p.rsplit("/", 1)[-1] for p in expand_paths(f"file://{tmp_path}/{pattern}")[1]]
+
+    assert names("a*.txt") == ["a1.txt", "a2.txt"]
+    assert names("[ab]1.txt") == ["a1.txt", "b1.txt"]
+    assert names("[!a]?.txt") == ["b1.txt"]
+    assert names("**/a*.txt") == ["a1.txt", "a2.txt", "a3.txt"]
+    assert names("*/a*.txt") == ["a3.txt"]
+    assert names("") == ["a1.txt", "a2.txt", "b1.txt", "a3.txt"]  # a directory: every file below it
+
+
+def test_import_hpcbridge_does_not_import_dask():
+    code = ("import sys, hpcbridge, hpcbridge.dask; "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
+def test_locality_plan_balances_uneven_layouts_and_warns_once():
+    import warnings
+
+    from hpcbridge.dask.partitions import Chunk, Partition
+    from hpcbridge.dask.scheduling import LocalityWarning, locality_plan
+
+    workers = {f"tcp://127.0.0.{i}:4000": f"127.0.0.{i}" for i in (2, 3, 4)}
+    # Uneven: half of 12 equal partitions on 127.0.0.4.
+    parts = [Partition(i, (Chunk("/f", i * 10, i * 10 + 10, 120),),
+                       ((("127.0.0.4" if i < 6 else f"127.0.0.{2 + i % 2}"), 10),)) for i in range(12)]
+    plan = locality_plan(parts, workers)
+    on_4 = [i for i, w in plan.items() if w == ["tcp://127.0.0.4:4000"]]
+    assert len(on_4) == 5 and len(plan) == 11  # 1.25 fair shares = 5 partitions; the 6th runs anywhere
+    assert len(locality_plan(parts, workers, balance=None)) == 12
+    with pytest.raises(ValueError, match="balance must be at least 1"):
+        locality_plan(parts, workers, balance=0.5)
+    # Replicas: the listed workers are every host holding a copy.
+    replicated = [Partition(0, (Chunk("/f", 0, 10, 10),), (("127.0.0.2", 10), ("127.0.0.3", 10)))]
+    assert locality_plan(replicated, workers) == {0: ["tcp://127.0.0.2:4000", "tcp://127.0.0.3:4000"]}
+    # No worker on the data's hosts: one warning, no placement.
+    elsewhere = {"tcp://10.9.9.9:4000": "10.9.9.9"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert locality_plan(parts, elsewhere, "hdfs://nn/data") == {}
+    assert [w.category for w in caught] == [LocalityWarning] and "hdfs://nn/data" in str(caught[0].message)
+
+
+def test_report_sums_the_measurements_of_one_job():
+    from hpcbridge.dask.report import LocalityReport
+
+    events = [
+        {"job": "a", "worker_host": "127.0.0.2", "preferred": "127.0.0.2", "bytes_local": 90, "bytes_remote": 10,
+         "bytes_by_host": {"127.0.0.2": 90, "127.0.0.3": 10}, "seconds": 0.5},
+        {"job": "a", "worker_host": "127.0.0.3", "preferred": "127.0.0.2", "bytes_local": 0, "bytes_remote": 100,
+         "bytes_by_host": {"127.0.0.2": 100}, "seconds": 0.25},
+        {"job": "b", "worker_host": "127.0.0.4", "preferred": "127.0.0.4", "bytes_local": 7, "bytes_remote": 0,
+         "bytes_by_host": {"127.0.0.4": 7}},
+    ]
+    report = LocalityReport.from_events("a", events)
+    assert (report.tasks, report.bytes_local, report.bytes_remote, report.bytes_read) == (2, 90, 110, 200)
+    assert report.local_fraction == 0.45 and report.tasks_on_preferred_host == 1
+    assert report.bytes_by_host == {"127.0.0.2": 190, "127.0.0.3": 10}
+    assert report.bytes_by_worker_host == {"127.0.0.2": 100, "127.0.0.3": 100}
+    assert report.as_dict()["local_fraction"] == 0.45 and "45.0% local" in report.format()
+    assert LocalityReport.from_events("none", events).local_fraction == 0.0
