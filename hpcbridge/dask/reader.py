@@ -82,8 +82,8 @@ def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
     length = min(chunk.length + OVERREAD, chunk.size - chunk.start)
     buf = bytearray(f.pread(length, chunk.start))
     fetched.append((chunk.start, len(buf)))
-    start = chunk.start if chunk.start == 0 else _find(f, buf, chunk.start, chunk.size, fmt.delimiter,
-                                                      chunk.start, fetched)
+    start = chunk.start if chunk.start == 0 else \
+        _find(f, buf, chunk.start, chunk.size, fmt.delimiter, chunk.start, fetched)
     # When the first delimiter at or past the chunk's start lies past its end, the chunk owns no
     # record: the end search below finds the same delimiter, and start == end.
     end = chunk.size if chunk.end >= chunk.size else _find(f, buf, chunk.start, chunk.size, fmt.delimiter,

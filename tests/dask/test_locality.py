@@ -150,5 +150,5 @@ def test_uneven_layout_stays_balanced(dask_testbed, tmp_path):
     assert balanced.report.tasks_by_worker_host.get("127.0.0.2", 0) < balanced.partitions
     assert len(balanced.report.tasks_by_worker_host) >= 2, balanced.report.format()
     assert balanced.report.local_fraction < 1.0
-    assert pinned.report.local_fraction > balanced.report.local_fraction, (pinned.report.format(),
-                                                                          balanced.report.format())
+    assert pinned.report.local_fraction > balanced.report.local_fraction, \
+        (pinned.report.format(), balanced.report.format())
