@@ -17,7 +17,7 @@ from dask.base import tokenize
 from .partitions import RecordFormat, expand_paths, plan_partitions
 from .reader import ReadSpec, read_spec
 from .report import LocalityReport, collect_report
-from .scheduling import LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
+from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
 
 __all__ = ["read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag"]
 
@@ -57,7 +57,7 @@ class BlockBag(db.Bag):
 
 def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | None = None,
                 record_size: int | None = None, *, partition_size: int | None = None, locality: bool = True,
-                balance: float | None = 1.25, client=None, job: str | None = None,
+                balance: float | None = DEFAULT_BALANCE, client=None, job: str | None = None,
                 storage_options: dict | None = None) -> BlockBag:
     """A bag with one bytes object per partition: whole records, partitions following storage blocks.
 

@@ -25,7 +25,7 @@ from ..fs.api import url_to_fs
 from .core import read_blocks
 from .partitions import expand_paths
 from .report import LocalityReport, collect_report
-from .scheduling import current_client
+from .scheduling import DEFAULT_BALANCE, current_client
 
 __all__ = ["JobResult", "teragen", "teragen_records", "grep", "grep_serial", "wordcount", "terasort",
            "validate_sort", "dummy_read", "record_checksum", "RECORD_SIZE", "KEY_SIZE"]
@@ -174,7 +174,7 @@ def _finish(name: str, bag, value, started: float, client) -> JobResult:
 
 
 def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=None, locality: bool = True,
-         balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+         balance: float | None = DEFAULT_BALANCE, blocksize: int | None = None, partition_size: int | None = None,
          storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Count the matches of regular expression ``pattern`` in ``url`` (a file, directory or glob).
 
@@ -233,7 +233,7 @@ def _merge_counts(counters) -> Counter:
 
 
 def wordcount(url: str, *, word: bytes | str | None = None, client=None, locality: bool = True,
-              balance: float | None = 1.25, blocksize: int | None = None, partition_size: int | None = None,
+              balance: float | None = DEFAULT_BALANCE, blocksize: int | None = None, partition_size: int | None = None,
               storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Count words: whitespace-separated tokens (Hadoop's WordCount), or the matches of regular
     expression ``word``. The value is a ``Counter`` of ``bytes`` words."""
@@ -248,7 +248,7 @@ def wordcount(url: str, *, word: bytes | str | None = None, client=None, localit
     return _finish("wordcount", bag, value, started, client)
 
 
-def dummy_read(url: str, *, client=None, locality: bool = True, balance: float | None = 1.25,
+def dummy_read(url: str, *, client=None, locality: bool = True, balance: float | None = DEFAULT_BALANCE,
                blocksize: int | None = None, partition_size: int | None = None, record_size: int | None = None,
                storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Read every record and discard it; the value is the number of bytes read."""
@@ -319,7 +319,7 @@ def _sort_write(fs, path: str, *buckets: bytes) -> dict:
 
 
 def terasort(url: str, out_url: str, *, outputs: int | None = None, sample: int = 10000, client=None,
-             locality: bool = True, balance: float | None = 1.25, blocksize: int | None = None,
+             locality: bool = True, balance: float | None = DEFAULT_BALANCE, blocksize: int | None = None,
              partition_size: int | None = None,
              overwrite: bool = False, storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Sort the 100-byte records of ``url`` by their 10-byte keys into ``outputs`` files under ``out_url``.

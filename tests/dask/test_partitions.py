@@ -160,9 +160,11 @@ def test_locality_plan_balances_uneven_layouts_and_warns_once():
     # Uneven: half of 12 equal partitions on 127.0.0.4.
     parts = [Partition(i, (Chunk("/f", i * 10, i * 10 + 10, 120),),
                        ((("127.0.0.4" if i < 6 else f"127.0.0.{2 + i % 2}"), 10),)) for i in range(12)]
-    plan = locality_plan(parts, workers)
+    plan = locality_plan(parts, workers, balance=1.25)
     on_4 = [i for i, w in plan.items() if w == ["tcp://127.0.0.4:4000"]]
     assert len(on_4) == 5 and len(plan) == 11  # 1.25 fair shares = 5 partitions; the 6th runs anywhere
+    # The default, 1.5 fair shares, keeps all six of 127.0.0.4's partitions there.
+    assert len(locality_plan(parts, workers)) == 12
     assert len(locality_plan(parts, workers, balance=None)) == 12
     with pytest.raises(ValueError, match="balance must be at least 1"):
         locality_plan(parts, workers, balance=0.5)
