@@ -61,8 +61,9 @@ def main(argv=None) -> int:
                         help="metablock target (default: the block size: one task per block)")
     parser.add_argument("--repetitions", type=int, default=2, help="runs of each mode (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="threads per Dask worker of the testbed (1)")
-    parser.add_argument("--work-stealing", choices=["on", "off"], default="on",
-                        help="work stealing of the testbed's scheduler (default on, Dask's default)")
+    parser.add_argument("--work-stealing", choices=["on", "off"], default="off",
+                        help="work stealing of the testbed's scheduler (default off, as the testbed: the "
+                             "locality plan balances; stealing only trades locality)")
     parser.add_argument("--url", help="an existing HDFS (hdfs://nn:port); needs --webhdfs and --scheduler")
     parser.add_argument("--webhdfs", help="http://nn:port of the existing HDFS")
     parser.add_argument("--scheduler", help="Dask scheduler whose workers run on the DataNode hosts")

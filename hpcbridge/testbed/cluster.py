@@ -217,7 +217,7 @@ class HdfsCluster:
         return process.pid
 
     def up(self, timeout: float = 180.0, dask: bool = False, dask_threads: int = 1,
-           dask_work_stealing: bool = True) -> ClusterInfo:
+           dask_work_stealing: bool = False) -> ClusterInfo:
         """Format and start the NameNode and DataNodes; return once every DataNode is live.
 
         With ``dask=True`` also start a Dask scheduler and one worker per DataNode host, bound
@@ -278,7 +278,7 @@ class HdfsCluster:
             raise
         return info
 
-    def start_dask(self, nthreads: int = 1, memory_limit: str = "2GiB", work_stealing: bool = True):
+    def start_dask(self, nthreads: int = 1, memory_limit: str = "2GiB", work_stealing: bool = False):
         """Start a Dask scheduler on 127.0.0.1 and one worker per DataNode host (``--host
         127.0.0.X``; ``work_stealing`` configures the scheduler), save their pids in ``cluster.json``, and return the
         :class:`~hpcbridge.testbed.dask.DaskInfo`. An already running one is returned as is."""
