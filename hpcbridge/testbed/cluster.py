@@ -25,6 +25,7 @@ from xml.sax.saxutils import escape
 
 from ..errors import HpcbridgeError
 from .hadoop import ensure_hadoop, java_command
+from .processes import alive, stop_pid
 
 __all__ = ["HdfsCluster", "ClusterInfo", "DataNodeInfo", "TestbedError", "default_dir"]
 
@@ -55,21 +56,6 @@ def _site_xml(properties: dict[str, object]) -> str:
         for k, v in properties.items()
     )
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child counts as dead.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 @dataclass
@@ -243,7 +229,7 @@ class HdfsCluster:
     def _up_once(self, timeout: float, dask: bool, dask_threads: int, dask_work_stealing: bool) -> ClusterInfo:
         if (self.base_dir / "cluster.json").exists():
             existing = ClusterInfo.load(self.base_dir)
-            if _alive(existing.namenode_pid):
+            if alive(existing.namenode_pid):
                 raise TestbedError(f"a testbed is already running in {self.base_dir} ({existing.url}); "
                                    "stop it with `hpcbridge testbed down` first")
             shutil.rmtree(self.base_dir)
@@ -349,7 +335,7 @@ class HdfsCluster:
         info = self.info
         for name, pid, log in [("NameNode", info.namenode_pid, info.namenode_log),
                                *[(f"DataNode {d.host}", d.pid, d.log) for d in info.datanodes]]:
-            if not _alive(pid):
+            if not alive(pid):
                 tail = Path(log).read_text(errors="replace")[-4000:] if os.path.exists(log) else "(no log)"
                 raise TestbedError(f"{name} (pid {pid}) died during start-up; log tail ({log}):\n{tail}")
 
@@ -389,8 +375,8 @@ class HdfsCluster:
         return {
             "url": info.url,
             "webhdfs": info.webhdfs,
-            "namenode": {"pid": info.namenode_pid, "alive": _alive(info.namenode_pid)},
-            "datanodes": [{"host": d.host, "rack": d.rack, "pid": d.pid, "alive": _alive(d.pid)}
+            "namenode": {"pid": info.namenode_pid, "alive": alive(info.namenode_pid)},
+            "datanodes": [{"host": d.host, "rack": d.rack, "pid": d.pid, "alive": alive(d.pid)}
                           for d in info.datanodes],
             "live_datanodes": self.live_datanodes(),
             "dask": dask_status(DaskInfo.from_dict(info.dask)) if info.dask else None,
@@ -398,32 +384,15 @@ class HdfsCluster:
 
     @staticmethod
     def _stop_pid(pid: int, grace: float = 10.0) -> None:
-        if not pid or not _alive(pid):
-            return
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.1)
-        if _alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:  # reap our own child, if it is one
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+        stop_pid(pid, grace)
 
     def kill_datanode(self, host: str) -> None:
         """SIGKILL one DataNode (fault tests)."""
         dn = self._datanode(host)
-        if _alive(dn.pid):
+        if alive(dn.pid):
             os.kill(dn.pid, signal.SIGKILL)
             for _ in range(100):
-                if not _alive(dn.pid):
+                if not alive(dn.pid):
                     break
                 time.sleep(0.05)
             try:
@@ -434,7 +403,7 @@ class HdfsCluster:
     def restart_datanode(self, host: str, timeout: float = 120.0) -> None:
         """Start a stopped DataNode again and wait until the NameNode counts every DataNode live."""
         dn = self._datanode(host)
-        if _alive(dn.pid):
+        if alive(dn.pid):
             return
         self._start_datanode(dn)
         self._save()

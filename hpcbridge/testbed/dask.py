@@ -10,13 +10,14 @@ stopped by pid.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .processes import alive, stop_pid
 
 __all__ = ["DaskInfo", "DaskWorkerInfo", "start_dask", "stop_dask", "dask_status", "WORK_STEALING"]
 
@@ -73,39 +74,6 @@ def _spawn(command: list[str], log: str, env: dict) -> int:
     return process.pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
-
-
-def _stop(pid: int, grace: float = 10.0) -> None:
-    if not pid or not _alive(pid):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
 def _dask_executable() -> str:
     candidate = os.path.join(os.path.dirname(sys.executable), "dask")
     if not os.path.exists(candidate):
@@ -152,7 +120,7 @@ def _wait(info: DaskInfo, timeout: float) -> None:
         while time.monotonic() < deadline:
             for name, pid, log in [("scheduler", info.scheduler_pid, info.scheduler_log),
                                    *[(f"worker {w.host}", w.pid, w.log) for w in info.workers]]:
-                if not _alive(pid):
+                if not alive(pid):
                     tail = Path(log).read_text(errors="replace")[-3000:] if os.path.exists(log) else "(no log)"
                     raise RuntimeError(f"Dask {name} (pid {pid}) died during start-up; log tail ({log}):\n{tail}")
             try:
@@ -174,14 +142,14 @@ def stop_dask(info: DaskInfo | None) -> None:
     if info is None:
         return
     for worker in info.workers:
-        _stop(worker.pid)
-    _stop(info.scheduler_pid)
+        stop_pid(worker.pid)
+    stop_pid(info.scheduler_pid)
 
 
 def dask_status(info: DaskInfo | None) -> dict | None:
     """Which Dask processes run (None when the testbed has no Dask cluster)."""
     if info is None:
         return None
-    return {"scheduler": info.scheduler, "scheduler_pid": info.scheduler_pid, "scheduler_alive": _alive(info.scheduler_pid),
-            "workers": [{"host": w.host, "address": w.address, "pid": w.pid, "alive": _alive(w.pid)}
+    return {"scheduler": info.scheduler, "scheduler_pid": info.scheduler_pid, "scheduler_alive": alive(info.scheduler_pid),
+            "workers": [{"host": w.host, "address": w.address, "pid": w.pid, "alive": alive(w.pid)}
                         for w in info.workers]}
