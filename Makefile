@@ -36,6 +36,7 @@ bench: setup
 	  mpirun -n $(MPI_NP) $(PY) benchmarks/lanl_checkpoint.py --hdfs testbed
 
 lint: setup
+	@$(PY) -m flake8 --version >/dev/null 2>&1 || $(PY) -m pip install -q "flake8>=7"  # the dev extra's linter, on demand
 	$(PY) -m flake8 hpcbridge tests benchmarks examples scripts
 
 clean:
