@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+import secrets
 
 from ..fs.api import url_to_fs
 from ..fs.file import OpenMode
@@ -93,7 +93,7 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool =
     if comm.rank == 0:
         try:
             fs.prepare_container(p, m, writers_hint=comm.size)
-            base = random.getrandbits(32) % (2**32 - comm.size)
+            base = secrets.randbits(32) % (2**32 - comm.size)  # not `random`: applications seed it
             setup = ("ok", base, container.max_sequence(), fs._info(p).size if m.append else 0)
         except Exception as exc:  # every rank raises the same error
             setup = ("error", exc)

@@ -16,7 +16,7 @@ import errno
 import io
 import os
 import posixpath
-import random
+import secrets
 import socket
 import stat
 import zlib
@@ -384,8 +384,12 @@ class PlfsFileSystem(FileSystem):
 
 
 def _writer_id() -> int:
-    """A writer id for a writer outside MPI: from this host, this process and a random part."""
-    return zlib.crc32(f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(64)}".encode())
+    """A writer id for a writer outside MPI: from this host, this process and a random part.
+
+    The random part comes from the OS (``secrets``), not the ``random`` module: applications (and
+    Hypothesis) seed that one, and a reseeded stream would hand out the same ids again.
+    """
+    return zlib.crc32(f"{socket.gethostname()}:{os.getpid()}:{secrets.randbits(64)}".encode())
 
 
 def _rebuild(netloc, options):
