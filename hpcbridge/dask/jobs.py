@@ -116,6 +116,18 @@ def _write_teragen_file(fs, path: str, first_row: int, count: int, seed: int, in
     return count * RECORD_SIZE
 
 
+def _empty_output_dir(job: str, url: str, overwrite: bool, storage_options: dict | None):
+    """``(fs, path)`` of an empty output directory at ``url``, as Hadoop jobs want theirs: an
+    existing non-empty one is an error unless ``overwrite``, then it is emptied."""
+    fs, root = url_to_fs(url, **(storage_options or {}))
+    if fs.exists(root) and fs.ls(root):
+        if not overwrite:
+            raise FileExistsError(f"{job} output {url} exists and is not empty (pass overwrite=True)")
+        fs.rm(root, recursive=True)
+    fs.mkdir(root, parents=True, exist_ok=True)
+    return fs, root
+
+
 def teragen(url: str, records: int, files: int = 4, *, seed: int = 0, block_size: int | None = None,
             replication: int | None = None, client=None, overwrite: bool = False,
             storage_options: dict | None = None) -> JobResult:
@@ -131,12 +143,7 @@ def teragen(url: str, records: int, files: int = 4, *, seed: int = 0, block_size
         raise ValueError(f"records must be a positive integer for teragen into {url}, got {records!r}")
     if isinstance(files, bool) or not isinstance(files, int) or not 0 < files <= records:
         raise ValueError(f"files must be an integer between 1 and records ({records}) for {url}, got {files!r}")
-    fs, root = url_to_fs(url, **(storage_options or {}))
-    if fs.exists(root) and fs.ls(root):
-        if not overwrite:
-            raise FileExistsError(f"teragen output {url} exists and is not empty (pass overwrite=True)")
-        fs.rm(root, recursive=True)
-    fs.mkdir(root, parents=True, exist_ok=True)
+    fs, root = _empty_output_dir("teragen", url, overwrite, storage_options)
     started = time.perf_counter()
     per_file = [records // files + (i < records % files) for i in range(files)]
     firsts = np.concatenate([[0], np.cumsum(per_file)[:-1]]).tolist()
@@ -332,12 +339,7 @@ def terasort(url: str, out_url: str, *, outputs: int | None = None, sample: int 
 
     started = time.perf_counter()
     fs_in, paths = expand_paths(url, storage_options)
-    fs_out, out_root = url_to_fs(out_url, **(storage_options or {}))
-    if fs_out.exists(out_root) and fs_out.ls(out_root):
-        if not overwrite:
-            raise FileExistsError(f"terasort output {out_url} exists and is not empty (pass overwrite=True)")
-        fs_out.rm(out_root, recursive=True)
-    fs_out.mkdir(out_root, parents=True, exist_ok=True)
+    fs_out, out_root = _empty_output_dir("terasort", out_url, overwrite, storage_options)
     bag = read_blocks(url, record_size=RECORD_SIZE, locality=locality, balance=balance, client=client,
                       blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
     if outputs is None:

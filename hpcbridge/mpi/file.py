@@ -211,7 +211,7 @@ class File:
     def read(self, buf) -> int:
         """Independent read at the individual file pointer, which advances."""
         n = self.read_at(self._position, buf)
-        self._position += len(_write_target_buffer(buf)) // self._view.etype_size
+        self._position += memoryview(buf).nbytes // self._view.etype_size
         return n
 
     # -- collective ---------------------------------------------------------------------------
@@ -239,7 +239,7 @@ class File:
     def read_all(self, buf) -> int:
         """Collective read at the individual file pointer, which advances."""
         n = self.read_at_all(self._position, buf)
-        self._position += len(_write_target_buffer(buf)) // self._view.etype_size
+        self._position += memoryview(buf).nbytes // self._view.etype_size
         return n
 
     # -- pointer, size, sync ------------------------------------------------------------------

@@ -126,8 +126,7 @@ class Target:
     the domain in one piece (data sieving); ``stripe_unit`` is the alignment for file domains.
     """
 
-    def __init__(self, fs, path: str, raw, mode: AccessMode, stripe_unit: int, read_modify_write: bool,
-                 collective_close: bool = False, kind: str = "positional"):
+    def __init__(self, fs, path: str, raw, mode: AccessMode, stripe_unit: int, read_modify_write: bool):
         self.fs = fs
         self.path = path
         self.url = fs.url(path)
@@ -135,8 +134,6 @@ class Target:
         self.mode = mode
         self.stripe_unit = stripe_unit
         self.read_modify_write = read_modify_write
-        self.kind = kind
-        self._collective_close = collective_close
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
@@ -373,5 +370,4 @@ def _open_plfs(comm, url, fs, path: str, mode: AccessMode, **options) -> Target:
     raw = getattr(handle, "raw", handle)
     # Log-structured: every writer appends to its own log, so no domain alignment is needed to
     # avoid lock conflicts; align to 1 MiB anyway so domains stay readable in traces.
-    return Target(fs, path, raw, mode, 1 << 20, read_modify_write=False,
-                  collective_close=mode.write, kind="plfs")
+    return Target(fs, path, raw, mode, 1 << 20, read_modify_write=False)

@@ -42,6 +42,17 @@ def sieve_worthwhile(setting: str, runs: tuple[np.ndarray, np.ndarray]) -> bool:
     return setting == "enable" or span - data <= data
 
 
+def _run_bounds(offsets: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Indices where runs of file-ordered pieces start (each piece continuing the previous one
+    stays in its run), with the number of pieces appended: run ``k`` is ``[b[k], b[k+1])``."""
+    return np.concatenate(([0], np.flatnonzero(offsets[1:] != ends[:-1]) + 1, [offsets.size]))
+
+
+def _whole_span(runs) -> tuple[np.ndarray, np.ndarray]:
+    """The single run from the first run's start to the last run's end (data sieving)."""
+    return runs[0][:1], np.array([runs[0][-1] + runs[1][-1] - runs[0][0]])
+
+
 def _file_ordered(pieces: WindowPieces):
     order = pieces.file_order()
     return pieces.offset[order], pieces.length[order], pieces.staging[order]
@@ -53,7 +64,7 @@ def _iovecs(buffer: memoryview, positions: np.ndarray, lengths: np.ndarray) -> l
 
 def _with_holes(views: list, offsets: np.ndarray, ends: np.ndarray, scratch: memoryview, base: int) -> list:
     """``views`` with a scratch slice inserted for every hole between consecutive pieces."""
-    holes = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
+    holes = _run_bounds(offsets, ends)[1:-1]
     if holes.size == 0:
         return views
     out = []
@@ -85,8 +96,8 @@ def write_vectored(target, staging: memoryview, scratch: memoryview | None, piec
             scratch[got:span] = bytes(span - got)
         target.pwritev(_with_holes(views, offsets, ends, scratch, first), first)
         return True
-    starts = np.concatenate(([0], np.flatnonzero(offsets[1:] != ends[:-1]) + 1, [offsets.size]))
-    for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+    bounds = _run_bounds(offsets, ends)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         target.pwritev(views[a:b], int(offsets[a]))
     return False
 
@@ -110,8 +121,8 @@ def read_vectored(target, staging: memoryview, scratch: memoryview | None, piece
         if got < span:
             _zero_from(staging, offsets, lengths, positions, first + got)
         return True
-    starts = np.concatenate(([0], np.flatnonzero(offsets[1:] != ends[:-1]) + 1, [offsets.size]))
-    for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+    bounds = _run_bounds(offsets, ends)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         run_start = int(offsets[a])
         got = target.preadv(views[a:b], run_start)
         if got < int(ends[b - 1]) - run_start:
@@ -141,7 +152,7 @@ def write_placed(target, buffer: memoryview, runs, window_start: int, sieved: bo
     """Write runs from a round buffer holding the window in file order (``direct``: O_DIRECT for
     their block-aligned parts; the buffer is page-aligned and windows start block-aligned)."""
     if sieved:
-        runs = (runs[0][:1], np.array([runs[0][-1] + runs[1][-1] - runs[0][0]]))
+        runs = _whole_span(runs)
     pwrite = target.pwrite_direct if direct else target.pwrite
     for offset, length in zip(runs[0].tolist(), runs[1].tolist()):
         start = offset - window_start
@@ -151,7 +162,7 @@ def write_placed(target, buffer: memoryview, runs, window_start: int, sieved: bo
 def read_placed(target, buffer: memoryview, runs, window_start: int, sieve: bool) -> bool:
     """Read runs into a round buffer at their window positions (zeros past end of file)."""
     if sieve:
-        runs = (runs[0][:1], np.array([runs[0][-1] + runs[1][-1] - runs[0][0]]))
+        runs = _whole_span(runs)
     for offset, length in zip(runs[0].tolist(), runs[1].tolist()):
         start = offset - window_start
         got = target.preadinto(buffer[start:start + length], offset)
