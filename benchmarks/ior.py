@@ -378,9 +378,10 @@ def main(argv=None) -> int:
                           + (f"  BAD BYTES {r['bad_bytes']}" if r["bad_bytes"] else ""), flush=True)
             if not args.keep:
                 remove(comm, base, mode.fpp)
-    out = {"tasks": comm.size, "block": pattern.b, "transfer": pattern.t, "segments": pattern.s, "fsync": args.fsync,
-           "reorder": args.reorder, "file_view": args.file_view, "one_call": args.one_call, "hints": args.hints,
-           "repetitions": args.repetitions, "results": {f"{m}/{op}": runs for (m, op), runs in results.items()}}
+    out = {"benchmark": "ior", "tasks": comm.size, "block": pattern.b, "transfer": pattern.t, "segments": pattern.s,
+           "fsync": args.fsync, "reorder": args.reorder, "file_view": args.file_view, "one_call": args.one_call,
+           "hints": args.hints, "repetitions": args.repetitions, "verify": args.verify,
+           "results": {f"{m}/{op}": runs for (m, op), runs in results.items()}}
     if args.compare:
         ratios = {}
         for op in ("write", "read"):

@@ -35,3 +35,35 @@ def test_report_rejects_files_that_are_not_results(tmp_path, capsys):
     assert main(["bench", "report", str(tmp_path / "x.json")]) == 1
     assert "not written by an hpcbridge benchmark" in capsys.readouterr().err
     assert main(["bench", "report", str(tmp_path / "missing.json")]) == 1
+
+
+def test_report_from_ior_and_shared_file_ceiling(tmp_path, capsys):
+    """The MPI benchmarks' JSON (here from one rank) is reported too, with its verification."""
+    import ior
+    import shared_file_ceiling
+
+    assert ior.main(["-a", "HPCBRIDGE", "-c", "-b", "64k", "-t", "16k", "-s", "2", "-e", "--verify", "-i", "2",
+                     "-o", str(tmp_path / "ior" / "testFile"), "--json", str(tmp_path / "ior.json")]) == 0
+    assert shared_file_ceiling.main(["-b", "64k", "-t", "16k", "--chunk", "32k", "-i", "1", "--verify",
+                                     "--modes", "fpp,shared-strided", "-o", str(tmp_path / "ceiling"),
+                                     "--json", str(tmp_path / "ceiling.json")]) == 0
+    capsys.readouterr()
+    assert main(["bench", "report", "--json", str(tmp_path / "ior.json"), str(tmp_path / "ceiling.json"),
+                 "--plot", str(tmp_path / "report.png")]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    by_config = {row["configuration"]: row for row in rows}
+    assert {"hpcbridge-coll/write -b 65536 -t 16384 -s 2 -e", "hpcbridge-coll/read -b 65536 -t 16384 -s 2 -e",
+            "fpp", "shared-strided"} == set(by_config)
+    assert all(float(row["MB/s"]) > 0 and row["verified"] == "yes" for row in rows)
+
+
+def test_report_rows_of_locality_result():
+    """locality.py's summary fields (the shape it writes) become one row per setting."""
+    from hpcbridge.cli.report import rows_of
+
+    result = {"benchmark": "locality", "dataset_bytes": 500_000_000, "datanodes": 3,
+              "locality_on": {"seconds_median": 2.0, "local_fraction_median": 1.0, "all_exactly_once": True},
+              "locality_off": {"seconds_median": 2.5, "local_fraction_median": 0.406, "all_exactly_once": False}}
+    on, off = rows_of(result)
+    assert (on["config"], on["MBps"], on["verified"]) == ("locality on, 100% local", 250.0, True)
+    assert (off["config"], off["MBps"], off["verified"]) == ("locality off, 41% local", 200.0, False)

@@ -1,9 +1,10 @@
 """`hpcbridge bench report results/*.json`: a table and PNG plots of benchmark results.
 
 Reads the JSON the benchmarks write (flash_io, bt_io, lanl_checkpoint, dfsio, readahead,
-posix_overhead), prints one table row per measurement, and draws one panel per benchmark, in the
-spirit of the seeds' figures: bandwidth against ranks for the kernels (one line per mode and
-backend), against request size for readahead, and bars per mode for the others.
+posix_overhead, ior, shared_file_ceiling, locality), prints one table row per measurement, and
+draws one panel per benchmark, in the spirit of the seeds' figures: bandwidth against ranks for
+the kernels (one line per mode and backend), against request size for readahead, and bars per
+mode for the others.
 """
 
 from __future__ import annotations
@@ -58,6 +59,28 @@ def rows_of(result: dict) -> list[dict]:
     if kind == "posix_overhead":
         return [{"benchmark": kind, "config": key, "ranks": 1, "series": key, "MBps": value, "verified": None}
                 for key, value in result["median_MBps"].items()]
+    if kind == "ior":
+        # Mean MiB/s of every mode and phase; "-e" marks fsync inside the timing.
+        shape = f"-b {result['block']} -t {result['transfer']} -s {result['segments']}" + (" -e" if result["fsync"] else "")
+        return [{"benchmark": kind, "config": f"{key} {shape}", "ranks": result["tasks"], "series": key,
+                 "MBps": sum(r["MiBps"] for r in runs) / len(runs) * 1.048576,
+                 "verified": (all(r["bad_bytes"] == 0 for r in runs) if result.get("verify") else None)}
+                for key, runs in result["results"].items() if runs]
+    if kind == "shared_file_ceiling":
+        verified = result.get("bad_bytes")
+        return [{"benchmark": kind, "config": f"{mode}{' fsync' if result['fsync'] else ''}", "ranks": result["ranks"],
+                 "series": mode, "MBps": entry["mean"] * 1.048576,
+                 "verified": None if verified is None else verified.get(mode) == 0}
+                for mode, entry in result["summary"].items()]
+    if kind == "locality":
+        # Job bandwidth (dataset bytes / median job time) with locality on and off; the local
+        # fraction is in the configuration, since that, not speed, is what locality changes here.
+        return [{"benchmark": kind,
+                 "config": f"locality {state}, {result[f'locality_{state}']['local_fraction_median']:.0%} local",
+                 "ranks": result["datanodes"], "series": f"locality {state}",
+                 "MBps": result["dataset_bytes"] / result[f"locality_{state}"]["seconds_median"] / 1e6,
+                 "verified": result[f"locality_{state}"]["all_exactly_once"]}
+                for state in ("on", "off") if f"locality_{state}" in result]
     return [{"benchmark": kind, "config": "?", "ranks": result.get("ranks", 1), "series": kind,
              "MBps": float("nan"), "verified": None}]
 
