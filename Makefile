@@ -34,6 +34,8 @@ bench: setup
 	$(PY) benchmarks/dfsio.py
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
 	  mpirun -n $(MPI_NP) $(PY) benchmarks/lanl_checkpoint.py --hdfs testbed
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+	  mpirun -n $(MPI_NP) $(PY) benchmarks/shared_file_ceiling.py -e
 
 lint: setup
 	@$(PY) -m flake8 --version >/dev/null 2>&1 || $(PY) -m pip install -q "flake8>=7"  # the dev extra's linter, on demand

@@ -128,3 +128,29 @@ def test_ior_compare_reports_ratios(comm, mpi_tmp_path):
         ratios = json.load(open(out))["ratios"]
         assert {"write: hpcbridge-coll / mpiio-coll", "write: hpcbridge-coll / posix-fpp"} <= set(ratios)
         assert all(v["of_max"] > 0 for v in ratios.values())
+
+
+def test_shared_file_ceiling_small_run_verifies(comm, mpi_tmp_path):
+    """Every mode of the ceiling benchmark writes the bytes it claims to, at the right offsets."""
+    import shared_file_ceiling
+
+    out = str(mpi_tmp_path / "ceiling.json")
+    assert shared_file_ceiling.main(["-b", "256k", "-t", "64k", "--chunk", "128k", "-i", "2", "-e", "--verify",
+                                     "-o", str(mpi_tmp_path / "ceiling"), "--json", out]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        result = json.load(open(out))
+        assert set(result["MiBps"]) == set(shared_file_ceiling.MODES)
+        assert all(len(v) == 2 and min(v) > 0 for v in result["MiBps"].values())
+        assert result["bad_bytes"] == {mode: 0 for mode in shared_file_ceiling.MODES}
+        assert result["shared_ceiling"]["mode"].startswith("shared")
+
+
+def test_shared_file_ceiling_rejects_bad_input(comm, capsys):
+    import shared_file_ceiling
+
+    for argv, message in ((["--modes", "fpp,nope"], "unknown mode"), (["-b", "1m", "-t", "3000"], "multiple of -t"),
+                          (["--chunk", "5000"], "multiples of 4096"), (["-i", "0"], "at least 1")):
+        with pytest.raises(SystemExit):
+            shared_file_ceiling._parse(argv)
+        assert message in capsys.readouterr().err
