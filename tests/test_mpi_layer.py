@@ -195,6 +195,39 @@ def test_hints_are_validated_and_listed():
     with pytest.raises(TypeError):
         parse_hints(["cb_nodes"])
     assert parse_config_list("*:*") == (("*", -1),)
+    assert parse_hints({"cb_write_behind": "true", "direct_write": "false"}).cb_write_behind
+    assert parse_hints({}).cb_write_behind is False
+    with pytest.raises(ValueError, match="cb_write_behind"):
+        parse_hints({"cb_write_behind": "often"})
+
+
+def test_write_behind_counts_calls_and_keeps_stream_order():
+    """The flush rule on one rank (COMM_SELF): flush every limit/largest-call calls, re-agreed
+    from what was staged; a stage that outgrows 4 × the limit is written by its rank alone."""
+    from hpcbridge.mpi.behind import HARD_LIMIT, WriteBehind
+
+    stage = WriteBehind(MPI.COMM_SELF, limit=100)
+    ext = np.array([0], dtype=np.int64)
+    verdicts = [stage.stage(memoryview(bytes([i]) * 30), ext + 30 * i, ext + 30) for i in range(3)]
+    assert stage.period is not None and verdicts == [None, None, "all"]  # 100 // 30 = 3 calls
+    data, offsets, lengths = stage.take(collective=True)
+    assert bytes(data) == bytes([0]) * 30 + bytes([1]) * 30 + bytes([2]) * 30
+    assert offsets.tolist() == [0, 30, 60] and lengths.tolist() == [30, 30, 30] and stage.nbytes == 0
+    # Calls of 250 bytes after a period of 3 was agreed: the third flushes for all, the period
+    # becomes 1; with a period of 3 agreed from small calls, 4 × 100 is passed at the 2nd big call.
+    stage = WriteBehind(MPI.COMM_SELF, limit=100)
+    stage.stage(memoryview(b"a" * 30), ext, ext + 30)
+    assert stage.stage(memoryview(b"b" * 250), ext + 30, ext + 250) is None
+    assert stage.stage(memoryview(b"c" * 250), ext + 280, ext + 250) == "all" and stage.period == 1
+    stage.take(collective=True)
+    stage = WriteBehind(MPI.COMM_SELF, limit=100)
+    stage.stage(memoryview(b"a" * 10), ext, ext + 10)                       # period 10
+    stage.stage(memoryview(b"b" * 300), ext + 10, ext + 300)
+    assert stage.nbytes <= HARD_LIMIT * 100
+    assert stage.stage(memoryview(b"c" * 300), ext + 310, ext + 300) == "own"
+    data, offsets, _ = stage.take(collective=False)
+    assert bytes(data) == b"a" * 10 + b"b" * 300 + b"c" * 300 and offsets.tolist() == [0, 10, 310]
+    stage.close()
 
 
 def test_mpi_info_hints_are_accepted():

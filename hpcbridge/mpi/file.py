@@ -94,7 +94,7 @@ class File:
         hints:
             Collective-buffering hints (mapping or ``MPI.Info``): ``cb_buffer_size``, ``cb_nodes``,
             ``cb_config_list``, ``striping_unit``, ``cb_write``, ``cb_read``, ``romio_ds_write``,
-            ``romio_ds_read``. Unknown names are an error.
+            ``romio_ds_read``, ``direct_write``, ``cb_write_behind``. Unknown names are an error.
         **options:
             Options of the backend (e.g. ``webhdfs=`` for HDFS).
 
@@ -187,6 +187,7 @@ class File:
     def write_at(self, offset: int, buf) -> int:
         """Write ``buf`` at view offset ``offset`` (etypes) without coordination; returns bytes written."""
         self._check(writing=True)
+        self._exchanger.write_own_staged()
         self._exchanger.drain()  # after earlier write-behind, in call order
         data = _read_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
@@ -196,6 +197,7 @@ class File:
     def read_at(self, offset: int, buf) -> int:
         """Fill ``buf`` from view offset ``offset``; returns the bytes that lay before end of file."""
         self._check(writing=False)
+        self._exchanger.write_own_staged()
         self._exchanger.drain()
         data = _write_target_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
@@ -268,6 +270,7 @@ class File:
     def get_size(self) -> int:
         """Current file size in bytes (PLFS write handles: the end of this rank's writes)."""
         self._check()
+        self._exchanger.write_own_staged()
         self._exchanger.drain()
         return self._target.size()
 
@@ -276,6 +279,7 @@ class File:
         self._check()
         error = None
         try:
+            self._exchanger.flush_staged()
             self._exchanger.drain()
             self._target.sync()
         except OSError as exc:

@@ -97,6 +97,12 @@ class Hints:
         ``true``: write the block-aligned middle of every large write with ``O_DIRECT`` (POSIX
         mounts), straight from the aggregator's buffer to storage, bypassing the page cache. For
         checkpoints that are synced anyway; ROMIO's XFS hint of the same name.
+    cb_write_behind:
+        ``true``: collective writes are copied into a per-rank stage and return at once; the
+        ranks write the staged data together, in large aggregated rounds, once any rank has
+        staged ``cb_buffer_size`` bytes, and at ``sync``, ``close`` and collective reads (see
+        :mod:`hpcbridge.mpi.behind`). For many small collective calls, such as a checkpoint
+        written one object per ``write_at_all``. Like ROMIO's E10 cache hints.
     """
 
     cb_buffer_size: int = 16 << 20
@@ -108,6 +114,7 @@ class Hints:
     romio_ds_write: str = "auto"
     romio_ds_read: str = "auto"
     direct_write: bool = False
+    cb_write_behind: bool = False
 
     @classmethod
     def names(cls) -> list[str]:
@@ -139,6 +146,7 @@ _PARSERS = {
     "romio_ds_write": _parse_mode,
     "romio_ds_read": _parse_mode,
     "direct_write": lambda v, n: _parse_bool(v, n),
+    "cb_write_behind": lambda v, n: _parse_bool(v, n),
 }
 
 

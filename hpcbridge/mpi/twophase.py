@@ -27,11 +27,12 @@ exchange would only add a copy.
 from __future__ import annotations
 
 import errno
-import mmap
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from .behind import WriteBehind
+from .buffers import give_back, take_buffer
 from .plan import CollectivePlan, PieceTable, WindowPieces, file_domains, round_windows
 from .windowio import (independent_read, independent_write, is_vectored, preread_span, read_placed, read_vectored,
                        sieve_worthwhile, write_placed, write_vectored)
@@ -59,25 +60,6 @@ def _byte_type(MPI, displacements: np.ndarray, lengths: np.ndarray):
     return 1, 0, datatype, True
 
 
-_SPARE: list[np.ndarray] = []  # round buffers of closed files, reused by the next open
-_MAX_SPARE = 4
-
-
-def _take_buffer(nbytes: int) -> np.ndarray:
-    # Reusing buffers matters: a fresh 16 MiB buffer page-faults on first touch, and a job that
-    # opens a file per checkpoint would pay that on every open.
-    for i, spare in enumerate(_SPARE):
-        if spare.size >= nbytes:
-            return _SPARE.pop(i)
-    # Anonymous mmap: page-aligned, as O_DIRECT writes from the buffer need.
-    return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)
-
-
-def _give_back(buffer: np.ndarray | None) -> None:
-    if buffer is not None and len(_SPARE) < _MAX_SPARE:
-        _SPARE.append(buffer)
-
-
 class _Slot:
     """One of the two pipeline slots of an aggregator: round buffer (or staging) and sieve scratch."""
 
@@ -89,18 +71,18 @@ class _Slot:
     def buffer(self, nbytes: int) -> memoryview:
         # Overlapping pieces (several ranks reading one header) can stage more than a window.
         if self._buffer is None or self._buffer.size < nbytes:
-            _give_back(self._buffer)
-            self._buffer = _take_buffer(max(self.size, nbytes))
+            give_back(self._buffer)
+            self._buffer = take_buffer(max(self.size, nbytes))
         return memoryview(self._buffer)
 
     def scratch(self) -> memoryview:
         if self._scratch is None:
-            self._scratch = _take_buffer(self.size)
+            self._scratch = take_buffer(self.size)
         return memoryview(self._scratch)
 
     def release(self) -> None:
-        _give_back(self._buffer)
-        _give_back(self._scratch)
+        give_back(self._buffer)
+        give_back(self._scratch)
         self._buffer = self._scratch = None
 
 
@@ -131,6 +113,8 @@ class Exchanger:
         # O_DIRECT for aligned writes where asked and possible (a local POSIX file).
         self.direct = bool(hints.direct_write) and target.mode.write and target.enable_direct()
         self._behind: list[tuple[Future, np.ndarray]] = []  # direct writes still in flight
+        # Collective writes staged across calls (cb_write_behind), written together later.
+        self.stage = WriteBehind(comm, self.buffer_size) if hints.cb_write_behind and target.mode.write else None
 
     def _io_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -151,7 +135,7 @@ class Exchanger:
         # One extent: place it at the same offset modulo the alignment as in the file, so its
         # aligned middle needs no second copy.
         shift = int(offsets[0]) % 4096 if offsets.size == 1 else 0
-        buffer = _take_buffer(shift + nbytes)
+        buffer = take_buffer(shift + nbytes)
         buffer[shift:shift + nbytes] = np.frombuffer(data, dtype=np.uint8)
         view = memoryview(buffer)[shift:shift + nbytes]
         future = self._io_thread().submit(independent_write, self.target, view, offsets, lengths, True)
@@ -162,7 +146,7 @@ class Exchanger:
         try:
             future.result()
         finally:
-            _give_back(buffer)
+            give_back(buffer)
 
     def drain(self) -> None:
         """Wait for write-behind; raises the first error of a write that failed."""
@@ -176,11 +160,28 @@ class Exchanger:
             raise error
 
     def close(self) -> None:
-        """Finish write-behind, stop the I/O thread and drop the round buffers."""
+        """Collective: write what is staged, finish write-behind, stop the I/O thread, drop buffers."""
         try:
-            self.drain()
+            self.flush_staged()
         finally:
-            self._close_pool()
+            try:
+                if self.stage is not None:
+                    self.stage.close()
+                self.drain()
+            finally:
+                self._close_pool()
+
+    # -- write-behind across calls (cb_write_behind) ------------------------------------------
+    def flush_staged(self) -> None:
+        """Collective: every rank writes its staged collective writes, aggregated as one call."""
+        if self.stage is not None:
+            self._write_now(*self.stage.take(collective=True))
+
+    def write_own_staged(self) -> None:
+        """Independent: write this rank's staged bytes itself, before an independent access,
+        so the rank reads its own writes and its later writes land after the earlier ones."""
+        if self.stage is not None and self.stage.nbytes:
+            independent_write(self.target, *self.stage.take(collective=False), self.direct)
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -205,7 +206,9 @@ class Exchanger:
             # Every rank passed the same hints (checked at open): no need to agree on skipping.
             return None, CollectivePlan("independent", "cb disabled by hint"), self._run(direct)
         # With O_DIRECT a piece is large when it is worth a direct write of its own (1 MiB);
-        # smaller ones are better aggregated into stripe-aligned windows first.
+        # smaller ones are better aggregated into stripe-aligned windows first. (Buffered
+        # flushes of a write-behind stage keep this rule too: measured with 47001-byte pieces
+        # and fsync, aggregating them ran at 0.68x of writing them independently.)
         threshold = max(self.unit, DIRECT_LARGE_PIECE) if self.direct else self.unit
         large = offsets.size == 0 or (setting == "auto" and int(lengths.min()) >= threshold)
         head = np.array([offsets.size, int(large), offsets[0] if offsets.size else 0,
@@ -278,6 +281,16 @@ class Exchanger:
     # -- collective write ---------------------------------------------------------------------
     def write(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> int:
         """Collective: write ``data`` (this rank's bytes, in stream order) to its file extents."""
+        if self.stage is not None:
+            due = self.stage.stage(data, offsets, lengths)
+            if due == "all":
+                self.flush_staged()
+            elif due == "own":
+                self.write_own_staged()
+            return len(data)
+        return self._write_now(data, offsets, lengths)
+
+    def _write_now(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> int:
         prepared, plan, error = self._prepare(self.hints.cb_write, offsets, lengths,
                                               lambda: self._write_behind(data, offsets, lengths) if self.direct
                                               else independent_write(self.target, data, offsets, lengths))
@@ -333,6 +346,7 @@ class Exchanger:
     # -- collective read ----------------------------------------------------------------------
     def read(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> None:
         """Collective: fill ``data`` from this rank's file extents (bytes past the end read as 0)."""
+        self.flush_staged()
         self.drain()  # a rank reads its own earlier writes
         prepared, plan, error = self._prepare(self.hints.cb_read, offsets, lengths,
                                               lambda: independent_read(self.target, data, offsets, lengths))

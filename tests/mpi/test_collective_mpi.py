@@ -202,7 +202,9 @@ def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nra
             collective_examples(comm, patterns(nranks), check, max_examples=12)
         finally:
             comm.Free()
-    world.Barrier()
+            world.Barrier()  # here too on failure: the ranks outside comm wait at the one below
+    else:
+        world.Barrier()
 
 
 @pytest.mark.parametrize("nranks", [3, 4])
@@ -407,3 +409,75 @@ def test_direct_write_unaligned_everything(world, mpi_tmp_path):
             assert got[small_at:small_at + len(little)] == little
     assert direct  # /tmp is a local file system that takes O_DIRECT
     world.Barrier()
+
+
+@st.composite
+def write_behind_examples(draw, nranks):
+    """A pattern of :func:`patterns` written in several collective calls with cb_write_behind."""
+    example = draw(patterns(nranks))
+    example["hints"]["cb_write_behind"] = "true"
+    example["calls"] = draw(st.integers(1, 12))
+    example["peek"] = draw(st.integers(-1, example["calls"] - 1))  # after this call, read own writes
+    return example
+
+
+def write_behind_and_check(comm, example, url, options, readable: bool) -> str | None:
+    """Write each rank's stream in ``calls`` collective slices (staged, flushed together later);
+    after call ``peek`` each rank reads back all it wrote so far, independently (its own stage
+    goes out first), where the handle is ``readable`` (PLFS write handles are write-only); the
+    closed file must equal the reference, and a collective read too."""
+    from mpi4py import MPI
+
+    rank, P = comm.rank, comm.size
+    extents = example["extents"][rank]
+    data = rank_data(example, rank)
+    cuts = np.sort(np.random.default_rng(example["seed"] + 7919 * (rank + 1)).integers(
+        0, data.size + 1, example["calls"] - 1))
+    bounds = np.concatenate(([0], cuts, [data.size])).tolist()
+    problems = []
+    f = File.open(comm, url, "w+" if readable else "w", hints=example["hints"], **options)
+    f.set_view(0, MPI.BYTE, extents if extents else None)
+    try:
+        for call in range(example["calls"]):
+            lo, hi = bounds[call], bounds[call + 1]
+            f.write_at_all(lo, data[lo:hi] if hi > lo else b"")
+            if readable and call == example["peek"] and hi > 0:
+                mine = np.zeros(hi, dtype=np.uint8)
+                f.read_at(0, mine)
+                if not np.array_equal(mine, data[:hi]):
+                    problems.append(f"rank {rank}: read_at after call {call} misses its own staged writes")
+    finally:
+        f.close()
+    if rank == 0 and read_whole(url, options) != reference_bytes(example, P):
+        problems.append("file written behind differs from the reference")
+    with File.open(comm, url, "r", **options) as f:
+        f.set_view(0, MPI.BYTE, extents if extents else None)
+        out = np.zeros_like(data)
+        f.read_at_all(0, out if extents else bytearray(0))
+        if not np.array_equal(out, data):
+            problems.append(f"rank {rank}: read_at_all of the file written behind returned other bytes")
+    everyone = comm.allgather(problems)
+    flat = [p for ps in everyone for p in ps]
+    return "; ".join(flat) if flat else None
+
+
+@pytest.mark.parametrize("nranks", [1, 3, 4])
+@pytest.mark.parametrize("where", ["posix", "plfs-posix"])
+def test_write_behind_across_calls_equals_reference(world, mpi_tmp_path, nranks, where):
+    if world.size < nranks:
+        pytest.skip(f"needs {nranks} ranks, the world has {world.size}")
+    comm = split(world, nranks)
+    counter = {"n": 0}
+    if comm != __import__("mpi4py").MPI.COMM_NULL:
+        def check(example):
+            counter["n"] += 1
+            url, options = url_for(where, mpi_tmp_path, None, f"wb{nranks}-{counter['n']}")
+            return write_behind_and_check(comm, example, url, options, readable=where == "posix")
+
+        try:
+            collective_examples(comm, write_behind_examples(nranks), check, max_examples=15)
+        finally:
+            comm.Free()
+            world.Barrier()  # here too on failure: the ranks outside comm wait at the one below
+    else:
+        world.Barrier()
