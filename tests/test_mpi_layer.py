@@ -213,20 +213,21 @@ def test_write_behind_counts_calls_and_keeps_stream_order():
     data, offsets, lengths = stage.take(collective=True)
     assert bytes(data) == bytes([0]) * 30 + bytes([1]) * 30 + bytes([2]) * 30
     assert offsets.tolist() == [0, 30, 60] and lengths.tolist() == [30, 30, 30] and stage.nbytes == 0
-    # Calls of 250 bytes after a period of 3 was agreed: the third flushes for all, the period
-    # becomes 1; with a period of 3 agreed from small calls, 4 × 100 is passed at the 2nd big call.
+    # Calls of 150 bytes after a period of 3 was agreed: the third flushes for all, and the
+    # period re-agreed from the staged bytes becomes 1. Then: a period of 10 agreed from small
+    # calls, and calls so large that the hard limit is passed before the period ends.
     stage = WriteBehind(MPI.COMM_SELF, limit=100)
     stage.stage(memoryview(b"a" * 30), ext, ext + 30)
-    assert stage.stage(memoryview(b"b" * 250), ext + 30, ext + 250) is None
-    assert stage.stage(memoryview(b"c" * 250), ext + 280, ext + 250) == "all" and stage.period == 1
+    assert stage.stage(memoryview(b"b" * 150), ext + 30, ext + 150) is None
+    assert stage.stage(memoryview(b"c" * 150), ext + 180, ext + 150) == "all" and stage.period == 1
     stage.take(collective=True)
     stage = WriteBehind(MPI.COMM_SELF, limit=100)
+    big = HARD_LIMIT * 100 // 2 + 1
     stage.stage(memoryview(b"a" * 10), ext, ext + 10)                       # period 10
-    stage.stage(memoryview(b"b" * 300), ext + 10, ext + 300)
-    assert stage.nbytes <= HARD_LIMIT * 100
-    assert stage.stage(memoryview(b"c" * 300), ext + 310, ext + 300) == "own"
+    assert stage.stage(memoryview(b"b" * big), ext + 10, ext + big) is None  # still within the hard limit
+    assert stage.stage(memoryview(b"c" * big), ext + 10 + big, ext + big) == "own"
     data, offsets, _ = stage.take(collective=False)
-    assert bytes(data) == b"a" * 10 + b"b" * 300 + b"c" * 300 and offsets.tolist() == [0, 10, 310]
+    assert bytes(data) == b"a" * 10 + b"b" * big + b"c" * big and offsets.tolist() == [0, 10, 10 + big]
     stage.close()
 
 

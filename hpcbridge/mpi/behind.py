@@ -10,12 +10,13 @@ are aggregated into stripe-aligned ``O_DIRECT`` windows.
 
 When to flush must be the same decision on every rank, without an agreement per call. Every
 rank makes the same collective calls, so the decision counts calls: the ranks flush together
-every ``period`` calls, where ``period`` = ``cb_buffer_size`` / the largest call of any rank. It
+every ``period`` calls, where ``period`` = the stage size (4 × ``cb_buffer_size``, so that a
+flush is several pipelined rounds) / the largest call of any rank. It
 is agreed once, at the first collective write (one ``allreduce``), and re-agreed at every
 periodic flush from the bytes each rank actually staged, so it follows the application's call
 sizes. Between flushes the ranks run free. (Non-blocking collectives posted call by call would
 also do; Open MPI 4.1's corrupted its heap with a few of them outstanding, seen here.) A rank
-whose stage still outgrows ``HARD_LIMIT`` × ``cb_buffer_size`` (its calls grew) writes its own
+whose stage still outgrows ``HARD_LIMIT`` × the stage size (its calls grew) writes its own
 stage at once, without the others.
 
 Flushes also happen at ``sync``, ``close`` and collective reads (all collective); an
@@ -33,8 +34,8 @@ from .buffers import give_back, take_buffer
 
 __all__ = ["WriteBehind", "HARD_LIMIT"]
 
-#: A rank's stage never exceeds this many times ``cb_buffer_size``.
-HARD_LIMIT = 4
+#: A rank whose stage passes this many times its size writes it alone, without waiting.
+HARD_LIMIT = 2
 
 
 class WriteBehind:

@@ -100,9 +100,9 @@ class Hints:
     cb_write_behind:
         ``true``: collective writes are copied into a per-rank stage and return at once; the
         ranks write the staged data together, in large aggregated rounds, once any rank has
-        staged ``cb_buffer_size`` bytes, and at ``sync``, ``close`` and collective reads (see
-        :mod:`hpcbridge.mpi.behind`). For many small collective calls, such as a checkpoint
-        written one object per ``write_at_all``. Like ROMIO's E10 cache hints.
+        staged about 4 × ``cb_buffer_size`` bytes, and at ``sync``, ``close`` and collective
+        reads (see :mod:`hpcbridge.mpi.behind`). For many small collective calls, such as a
+        checkpoint written one object per ``write_at_all``. Like ROMIO's E10 cache hints.
     """
 
     cb_buffer_size: int = 16 << 20

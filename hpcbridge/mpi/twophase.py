@@ -43,6 +43,8 @@ _INT_MAX = (1 << 31) - 1
 #: With direct_write, pieces from this size on are written directly by their owner.
 DIRECT_LARGE_PIECE = 1 << 20
 _EMPTY = bytearray(1)
+#: cb_write_behind: bytes staged per rank before the ranks flush, in cb_buffer_size units.
+STAGE_ROUNDS = 4
 
 
 def _byte_type(MPI, displacements: np.ndarray, lengths: np.ndarray):
@@ -113,8 +115,12 @@ class Exchanger:
         # O_DIRECT for aligned writes where asked and possible (a local POSIX file).
         self.direct = bool(hints.direct_write) and target.mode.write and target.enable_direct()
         self._behind: list[tuple[Future, np.ndarray]] = []  # direct writes still in flight
-        # Collective writes staged across calls (cb_write_behind), written together later.
-        self.stage = WriteBehind(comm, self.buffer_size) if hints.cb_write_behind and target.mode.write else None
+        # Collective writes staged across calls (cb_write_behind), written together later in
+        # STAGE_ROUNDS rounds per aggregator and rank: one round per flush left the pipeline
+        # (exchange round k+1 while writing round k) no depth (measured 1.07-1.14 GB/s against
+        # 1.41-1.67 with 4 rounds, LANL 47001 B per-object calls, direct_write).
+        self.stage = (WriteBehind(comm, STAGE_ROUNDS * self.buffer_size)
+                      if hints.cb_write_behind and target.mode.write else None)
 
     def _io_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
