@@ -187,7 +187,6 @@ class File:
     def write_at(self, offset: int, buf) -> int:
         """Write ``buf`` at view offset ``offset`` (etypes) without coordination; returns bytes written."""
         self._check(writing=True)
-        self._exchanger.write_own_staged()
         self._exchanger.drain()  # after earlier write-behind, in call order
         data = _read_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
@@ -197,7 +196,6 @@ class File:
     def read_at(self, offset: int, buf) -> int:
         """Fill ``buf`` from view offset ``offset``; returns the bytes that lay before end of file."""
         self._check(writing=False)
-        self._exchanger.write_own_staged()
         self._exchanger.drain()
         data = _write_target_buffer(buf)
         offsets, lengths = self._view.extents(offset, len(data))
@@ -270,7 +268,6 @@ class File:
     def get_size(self) -> int:
         """Current file size in bytes (PLFS write handles: the end of this rank's writes)."""
         self._check()
-        self._exchanger.write_own_staged()
         self._exchanger.drain()
         return self._target.size()
 

@@ -155,7 +155,10 @@ class Exchanger:
             give_back(buffer)
 
     def drain(self) -> None:
-        """Wait for write-behind; raises the first error of a write that failed."""
+        """This rank's own pending writes reach the file, in call order: the direct writes in
+        flight, then its stage of collective writes (cb_write_behind), written by the rank alone.
+        Before any independent access, so a rank reads its own writes and its later writes land
+        after its earlier ones. Raises the first error of a write that failed."""
         error = None
         while self._behind:
             try:
@@ -164,6 +167,8 @@ class Exchanger:
                 error = error or exc
         if error is not None:
             raise error
+        if self.stage is not None and self.stage.nbytes:
+            independent_write(self.target, *self.stage.take(collective=False), self.direct)
 
     def close(self) -> None:
         """Collective: write what is staged, finish write-behind, stop the I/O thread, drop buffers."""
@@ -182,12 +187,6 @@ class Exchanger:
         """Collective: every rank writes its staged collective writes, aggregated as one call."""
         if self.stage is not None:
             self._write_now(*self.stage.take(collective=True))
-
-    def write_own_staged(self) -> None:
-        """Independent: write this rank's staged bytes itself, before an independent access,
-        so the rank reads its own writes and its later writes land after the earlier ones."""
-        if self.stage is not None and self.stage.nbytes:
-            independent_write(self.target, *self.stage.take(collective=False), self.direct)
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -292,7 +291,7 @@ class Exchanger:
             if due == "all":
                 self.flush_staged()
             elif due == "own":
-                self.write_own_staged()
+                self.drain()
             return len(data)
         return self._write_now(data, offsets, lengths)
 

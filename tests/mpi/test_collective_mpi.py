@@ -181,14 +181,31 @@ def write_and_check(comm, example, url, options, collective: bool) -> str | None
     return "; ".join(flat) if flat else None
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
-@pytest.mark.parametrize("where", ["posix", "plfs-posix"])
-def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nranks, where):
+def examples_on_first_ranks(world, nranks, strategy, make_check, max_examples):
+    """:func:`collective_examples` on a communicator of the first ``nranks`` world ranks, with
+    ``make_check(comm)`` as the check; every world rank meets at the end, pass or fail (a rank
+    left outside would otherwise wait for ranks that went on to the next test)."""
+    from mpi4py import MPI
+
     if world.size < nranks:
         pytest.skip(f"needs {nranks} ranks, the world has {world.size}")
     comm = split(world, nranks)
+    try:
+        if comm != MPI.COMM_NULL:
+            try:
+                collective_examples(comm, strategy, make_check(comm), max_examples)
+            finally:
+                comm.Free()
+    finally:
+        world.Barrier()
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("where", ["posix", "plfs-posix"])
+def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nranks, where):
     counter = {"n": 0}
-    if comm != __import__("mpi4py").MPI.COMM_NULL:
+
+    def make_check(comm):
         def check(example):
             counter["n"] += 1
             verdicts = []
@@ -197,14 +214,9 @@ def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nra
                 verdicts.append(write_and_check(comm, example, url, options, collective))
             bad = [v for v in verdicts if v]
             return " | ".join(bad) if bad else None
+        return check
 
-        try:
-            collective_examples(comm, patterns(nranks), check, max_examples=12)
-        finally:
-            comm.Free()
-            world.Barrier()  # here too on failure: the ranks outside comm wait at the one below
-    else:
-        world.Barrier()
+    examples_on_first_ranks(world, nranks, patterns(nranks), make_check, max_examples=12)
 
 
 @pytest.mark.parametrize("nranks", [3, 4])
@@ -464,20 +476,13 @@ def write_behind_and_check(comm, example, url, options, readable: bool) -> str |
 @pytest.mark.parametrize("nranks", [1, 3, 4])
 @pytest.mark.parametrize("where", ["posix", "plfs-posix"])
 def test_write_behind_across_calls_equals_reference(world, mpi_tmp_path, nranks, where):
-    if world.size < nranks:
-        pytest.skip(f"needs {nranks} ranks, the world has {world.size}")
-    comm = split(world, nranks)
     counter = {"n": 0}
-    if comm != __import__("mpi4py").MPI.COMM_NULL:
+
+    def make_check(comm):
         def check(example):
             counter["n"] += 1
             url, options = url_for(where, mpi_tmp_path, None, f"wb{nranks}-{counter['n']}")
             return write_behind_and_check(comm, example, url, options, readable=where == "posix")
+        return check
 
-        try:
-            collective_examples(comm, write_behind_examples(nranks), check, max_examples=15)
-        finally:
-            comm.Free()
-            world.Barrier()  # here too on failure: the ranks outside comm wait at the one below
-    else:
-        world.Barrier()
+    examples_on_first_ranks(world, nranks, write_behind_examples(nranks), make_check, max_examples=15)
