@@ -178,11 +178,10 @@ class Run:
             if mode == "shared-mmap":
                 with open(self.shared, "wb") as f:
                     f.truncate(self.size * self.block)
-        self.comm.Barrier()
 
     def timed(self, mode: str) -> float:
         self.prepare(mode)
-        self.comm.Barrier()
+        self.comm.Barrier()  # files prepared, and every rank starts together
         started = time.perf_counter()
         getattr(self, mode.replace("-", "_"))()
         self.comm.Barrier()
