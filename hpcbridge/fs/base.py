@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from ..errors import InvalidURLError, os_error
-from .file import OpenMode, check_offset, wrap_raw
+from .file import OpenMode, buffer_length, check_offset, check_range, wrap_raw
 from .types import BlockLocation, Capabilities, FileInfo
 from .url import format_url, normalize_path, parse_url
 
@@ -323,8 +323,7 @@ class FileSystem(abc.ABC):
     def pread(self, path, offset: int, length: int) -> bytes:
         """Read up to ``length`` bytes at ``offset`` of a file (short only at end of file)."""
         p = self._path(path)
-        check_offset(offset, self.url(p))
-        check_offset(length, self.url(p), "length")
+        check_range(offset, length, self.url(p))
         with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:
             return raw.pread(length, offset)
 
@@ -335,7 +334,7 @@ class FileSystem(abc.ABC):
         ``capabilities.concurrent_writers`` holds (the N-1 pattern of HPC checkpoints).
         """
         p = self._path(path)
-        check_offset(offset, self.url(p))
+        check_range(offset, buffer_length(data, self.url(p)), self.url(p))
         if not self.capabilities.positional_write:
             raise self._unsupported(
                 "positional write", p, self.unsupported_advice or "write through a PLFS container (plfs+ URLs)"
@@ -348,8 +347,7 @@ class FileSystem(abc.ABC):
         p = self._path(path)
         ranges = list(ranges)
         for offset, length in ranges:
-            check_offset(offset, self.url(p))
-            check_offset(length, self.url(p), "length")
+            check_range(offset, length, self.url(p))
         with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:
             return [raw.pread(length, offset) for offset, length in ranges]
 
@@ -362,6 +360,11 @@ class FileSystem(abc.ABC):
         """Replace a file's content with ``data`` (creating it); returns the byte count."""
         with self.open(path, "wb") as f:
             return f.write(data)
+
+    def recover_lease(self, path, timeout: float = 60.0) -> None:
+        """Close a file whose writer died, so readers see everything it synced. Backends with
+        writer leases (HDFS) override this; elsewhere a dead writer leaves nothing to close."""
+        self._info(self._path(path))
 
     # -- optional features ------------------------------------------------------------------
     def getxattr(self, path, name: str) -> bytes:

@@ -20,7 +20,13 @@ __all__ = [
     "BufferedRandom",
     "wrap_raw",
     "check_offset",
+    "check_range",
+    "MAX_OFFSET",
 ]
+
+#: The largest file offset, and the largest ``offset + length`` of any access, on every backend:
+#: ``off_t``'s maximum (POSIX), Java's ``long`` (HDFS).
+MAX_OFFSET = 2**63 - 1
 
 DEFAULT_BUFFER_SIZE = 1 << 20
 
@@ -87,11 +93,30 @@ class OpenMode:
 
 
 def check_offset(offset: int, url: str, what: str = "offset") -> None:
-    """Raise ``ValueError`` naming ``url`` unless ``offset`` is a non-negative integer."""
+    """Raise ``ValueError`` naming ``url`` unless ``offset`` is an integer in 0..MAX_OFFSET."""
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise TypeError(f"{what} must be an int, got {type(offset).__name__} for {url}")
     if offset < 0:
         raise ValueError(f"negative {what} {offset} for {url}")
+    if offset > MAX_OFFSET:
+        raise ValueError(f"{what} {offset} is past the largest file offset (2**63-1) for {url}")
+
+
+def check_range(offset: int, length: int, url: str, length_name: str = "length") -> None:
+    """Raise ``ValueError`` naming ``url`` unless ``offset`` and ``length`` are non-negative and
+    ``offset + length <= MAX_OFFSET`` (every byte of the access is addressable)."""
+    check_offset(offset, url)
+    check_offset(length, url, length_name)
+    if offset + length > MAX_OFFSET:
+        raise ValueError(f"{length} bytes at offset {offset} end past the largest file offset (2**63-1) for {url}")
+
+
+def buffer_length(buffer, url: str) -> int:
+    """Bytes in a writable or readable buffer; TypeError naming ``url`` for anything else."""
+    try:
+        return memoryview(buffer).nbytes
+    except TypeError:
+        raise TypeError(f"expected a bytes-like buffer, got {type(buffer).__name__} for {url}") from None
 
 
 class RawFile(io.RawIOBase):
@@ -126,8 +151,15 @@ class RawFile(io.RawIOBase):
     def sync(self) -> None:
         """Make written data durable (default: nothing beyond ``flush``)."""
 
+    def _check_access(self, offset: int, length: int) -> None:
+        """What every positional call checks first: the handle is open, the range addressable."""
+        self._check_open()
+        check_range(offset, length, self.url)
+
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` (built on :meth:`preadinto`)."""
+        self._check_open()
+        check_range(offset, size, self.url, "size")
         buffer = bytearray(size)
         n = self.preadinto(buffer, offset)
         del buffer[n:]
@@ -175,6 +207,8 @@ class RawFile(io.RawIOBase):
             raise ValueError(f"invalid whence {whence} for {self.url}")
         if target < 0:
             raise ValueError(f"negative seek position {target} for {self.url}")
+        if target > MAX_OFFSET:
+            raise ValueError(f"seek position {target} is past the largest file offset (2**63-1) for {self.url}")
         self._pos = target
         return target
 
@@ -199,8 +233,8 @@ class _Positional:
 
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` without moving the file position."""
-        check_offset(offset, self.url)
-        check_offset(size, self.url, "size")
+        self._check_open()
+        check_range(offset, size, self.url, "size")
         if not self.readable():
             raise io.UnsupportedOperation(f"pread: {self.url} is open write-only")
         self._flush_writes()
@@ -208,7 +242,8 @@ class _Positional:
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` (zero-copy); returns the byte count, 0 at EOF."""
-        check_offset(offset, self.url)
+        self._check_open()
+        check_range(offset, buffer_length(buffer, self.url), self.url)
         if not self.readable():
             raise io.UnsupportedOperation(f"preadinto: {self.url} is open write-only")
         self._flush_writes()
@@ -216,7 +251,8 @@ class _Positional:
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset`` without moving the file position."""
-        check_offset(offset, self.url)
+        self._check_open()
+        check_range(offset, buffer_length(data, self.url), self.url)
         if not self.writable():
             raise io.UnsupportedOperation(f"pwrite: {self.url} is open read-only (mode {self.mode!r})")
         if "a" in self.mode:
@@ -235,8 +271,13 @@ class _Positional:
 
     def sync(self) -> None:
         """Flush buffered writes and make them durable (fsync on POSIX, hsync on HDFS)."""
+        self._check_open()
         self._flush_writes()
         self.raw.sync()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.url}")
 
     def _flush_writes(self) -> None:
         if self.writable():

@@ -248,6 +248,7 @@ class _HdfsReadRaw(RawFile):
 
     def fetch(self, size: int, offset: int) -> list[bytes]:
         """``size`` bytes at ``offset`` as a list of chunks (no joining copy), in one pool call."""
+        self._check_access(offset, size)
         size = min(size, max(0, self._length - offset))
         return self._fs._call("read", self._path, self._stream, offset, size, io_call=True) if size else []
 
@@ -259,6 +260,7 @@ class _HdfsReadRaw(RawFile):
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset``; returns the byte count (0 at the end)."""
         view = memoryview(buffer).cast("B")
+        self._check_access(offset, len(view))
         size = min(len(view), max(0, self._length - offset))
         done = 0
         while done < size:  # one pool call per 16 MiB keeps each call's timeout meaningful
@@ -380,7 +382,7 @@ class HdfsFileSystem(FileSystem):
     capabilities = Capabilities(
         positional_write=False, read_write=False, append=True, concurrent_writers=False,
         rename_replaces=False, block_locations=True, xattrs=False, permissions=True,
-        directories=True, durable_sync=True, truncate=False,
+        directories=True, durable_sync=True, truncate=False, visible_writes=False,
     )
     # Write buffer: writes larger than it go to hdfs-native without a copy (reads use readahead).
     buffer_size = 256 << 10

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 
 from .base import FileSystem
-from .file import OpenMode, RawFile
+from .file import OpenMode, RawFile, check_offset
 from .types import BlockLocation, Capabilities, FileInfo, FileType
 
 __all__ = ["MemoryFileSystem"]
@@ -59,6 +59,7 @@ class _MemoryRawFile(RawFile):
 
     def preadinto(self, buffer, offset: int) -> int:
         view = memoryview(buffer).cast("B")
+        self._check_access(offset, len(view))
         with self._fs._store.lock:
             data = self._data()
             chunk = data[offset:offset + len(view)]
@@ -67,6 +68,7 @@ class _MemoryRawFile(RawFile):
 
     def pwrite(self, data, offset: int) -> int:
         view = memoryview(data).cast("B")
+        self._check_access(offset, len(view))
         store = self._fs._store
         with store.lock:
             target = self._data()
@@ -80,14 +82,17 @@ class _MemoryRawFile(RawFile):
         return len(view)
 
     def size(self) -> int:
+        self._check_open()
         with self._fs._store.lock:
             return len(self._data())
 
     def truncate(self, size: int | None = None) -> int:
         """Cut or zero-extend the file to ``size`` bytes (default: the current position)."""
+        self._check_open()
         if not self.writable():
             raise io.UnsupportedOperation(f"truncate: {self.url} is open read-only")
         size = self._pos if size is None else size
+        check_offset(size, self.url, "size")
         store = self._fs._store
         with store.lock:
             data = self._data()

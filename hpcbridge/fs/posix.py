@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from ..errors import InvalidURLError, os_error
 from .base import FileSystem
-from .file import OpenMode
+from .file import OpenMode, check_range
 from .layout import DEFAULT_LOGICAL_BLOCK_SIZE, posix_block_locations
 from .types import BlockLocation, Capabilities, FileInfo, FileType
 
@@ -71,9 +71,15 @@ class PosixRawFile(io.FileIO):
         self.url = url
         self.name = os_path
 
+    def _check_access(self, offset: int, length: int) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.url}")
+        check_range(offset, length, self.url)
+
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` until it is full or the file ends."""
         view = memoryview(buffer).cast("B")
+        self._check_access(offset, len(view))
         total = 0
         fd = self.fileno()
         while total < len(view):
@@ -85,6 +91,7 @@ class PosixRawFile(io.FileIO):
 
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset``."""
+        self._check_access(offset, size)
         if size <= _MAX_IO:
             data = os.pread(self.fileno(), size, offset)
             if len(data) == size or not data:
@@ -97,6 +104,7 @@ class PosixRawFile(io.FileIO):
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
         view = memoryview(data).cast("B")
+        self._check_access(offset, len(view))
         fd = self.fileno()
         total = 0
         while total < len(view):

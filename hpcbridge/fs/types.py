@@ -41,6 +41,10 @@ class Capabilities:
     directories: bool = True
     #: ``sync`` on a file handle makes written data durable (fsync, hsync).
     durable_sync: bool = True
+    #: Bytes written through an unbuffered handle reach the store at once: other readers see
+    #: them and they survive a crash of the writing process without ``sync`` (POSIX: the page
+    #: cache). HDFS: no (a packet waits for hsync); layers above flush harder there.
+    visible_writes: bool = True
     #: Files can be truncated to an arbitrary length.
     truncate: bool = True
 

@@ -7,8 +7,7 @@ import secrets
 from ..fs.api import url_to_fs
 from ..fs.file import OpenMode
 from .fs import PlfsFileSystem, _PlfsReadRaw, _PlfsWriteRaw
-from .reader import PlfsReader, load_index
-from .writer import PlfsWriter, advance_sequence
+from .writer import advance_sequence
 
 __all__ = ["open"]
 
@@ -23,21 +22,37 @@ class _CollectiveWriteRaw(_PlfsWriteRaw):
         self._flatten = flatten
 
     def close(self) -> None:
-        """Collective: every rank closes its writer; rank 0 writes the job's metadata record."""
+        """Collective: every rank closes its writer; rank 0 writes the job's metadata record.
+
+        A rank whose close fails still takes part (no rank is left waiting), and every rank
+        raises the first error: the job's record lists the writers whose index is complete.
+        """
         if self.closed:
             return
+        error = None
         try:
-            summary = self._writer.close(write_meta=False)
+            self._writer.close(write_meta=False)
+        except Exception as exc:
+            error = exc
         finally:
             super(_PlfsWriteRaw, self).close()
-        summaries = self._comm.gather(summary, root=0)
+        writer = self._writer
+        summary = writer.summary() if writer.index.reached == writer.index.end else None
+        gathered = self._comm.gather((summary, error), root=0)
         if self._comm.rank == 0:
-            self._writer.container.write_meta(f"job.{self._job}", summaries)
-            if self._flatten:  # one rank persists the resolved index for later readers
-                from .tools import flatten
+            try:
+                summaries = [s for s, _ in gathered if s is not None]
+                writer.container.write_meta(f"job.{self._job}", summaries)
+                if self._flatten and len(summaries) == len(gathered):
+                    from .tools import flatten
 
-                flatten(self._writer.container)
-        self._comm.Barrier()
+                    flatten(writer.container)  # one rank persists the resolved index for later readers
+            except Exception as exc:
+                error = error or exc
+            error = error or next((e for _, e in gathered if e is not None), None)
+        error = self._comm.bcast(error, root=0)
+        if error is not None:
+            raise error
 
 
 def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool = False, **options):
@@ -86,8 +101,7 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool =
         raise ValueError(f"collective PLFS opens take rb, wb, xb or ab, not {mode!r} ({fs.url(p)})")
     container = fs.container(p)
     if m.readable:
-        index, _ = load_index(container, fs.on_corruption, comm=comm)
-        raw = _PlfsReadRaw(fs, p, PlfsReader(container, index), m)
+        raw = _PlfsReadRaw(fs, p, fs.reader(container, comm=comm), m)
         return fs._wrap(raw, m, -1, None, None, None)
     setup = None
     if comm.rank == 0:
@@ -102,6 +116,15 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool =
         raise setup[1]
     _, base, max_sequence, start = setup
     advance_sequence(max_sequence)
-    writer = PlfsWriter(container, base + comm.rank)
-    comm.Barrier()
+    writer, error = None, None
+    try:
+        writer = fs.new_writer(container, base + comm.rank)
+    except Exception as exc:
+        error = exc
+    errors = comm.allgather(error)
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:  # the same error on every rank, and no writer left open
+        if writer is not None:
+            writer.close(write_meta=False)
+        raise first
     return _CollectiveWriteRaw(fs, p, writer, m, start, comm=comm, job=f"{base:08x}", flatten=flatten)

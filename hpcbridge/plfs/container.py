@@ -6,24 +6,45 @@ import errno
 import json
 import math
 import os
+import posixpath
 import socket
 import time
+import uuid
 
 import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
-from .format import MARKER, META_DIR, OPEN_DIR, decode_records, host_dir, marker_json, parse_marker
+from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir, marker_json,
+                     parse_marker, volume_marker_json)
 
-__all__ = ["Container", "Damage", "PlfsCorruptionError"]
+__all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError"]
 
 
 class PlfsCorruptionError(OSError):
-    """A container's index holds records that fail their checksum (named, with the log)."""
+    """A container holds data or index records that fail their checks (errno EIO); the message
+    names the container, the log and, for data, the logical range."""
+
+
+class MissingVolumesError(FileNotFoundError):
+    """A multi-volume container was opened through some of its volumes only; the message lists
+    the missing ones."""
 
 
 class Damage(tuple):
-    """(index log URL, record number or -1 for a torn tail, description)."""
+    """(log URL, record number or -1 for the log as a whole, description, serious).
+
+    ``serious`` damage makes reads raise unless ``on_corruption="skip"``; the rest (a torn record
+    at the end of an unclosed writer's log: the normal trace of a crash) is only reported.
+    """
+
+    def __new__(cls, url: str, record: int, why: str, serious: bool = True):
+        return super().__new__(cls, (url, record, why, serious))
+
+    def text(self) -> str:
+        """One line for reports."""
+        url, record, why, _ = self
+        return f"{url}: record {record}: {why}" if record >= 0 else f"{url}: {why}"
 
 
 class Container:
@@ -51,11 +72,19 @@ class Container:
         """Number of host subdirectories (fixed at creation)."""
         return int(self.marker["host_dirs"])
 
+    @property
+    def version(self) -> int:
+        """Format version of the container."""
+        return int(self.marker["version"])
+
     def place(self, writer: int) -> tuple[FileSystem, str]:
         """``(file system, host directory)`` holding a writer's logs."""
         name = host_dir(writer, self.host_dirs)
         fs, path = self.volumes[(writer % self.host_dirs) % len(self.volumes)]
         return fs, f"{path}/{name}"
+
+    def _volume_urls(self) -> list[str]:
+        return [fs.url(path) for fs, path in self.volumes]
 
     # -- existence and creation ---------------------------------------------------------------
     @staticmethod
@@ -65,24 +94,137 @@ class Container:
 
     @property
     def marker(self) -> dict:
-        """The parsed marker file."""
+        """The parsed marker file, once the volumes it was opened through are checked against it."""
         if self._marker is None:
             try:
                 data = self.fs.read_bytes(f"{self.path}/{MARKER}")
             except FileNotFoundError:
-                raise os_error(errno.ENOENT, self.url, "plfs", "no PLFS container here") from None
-            self._marker = parse_marker(data, self.url)
+                raise os_error(errno.ENOENT, self.url, "plfs", self._why_no_marker()) from None
+            marker = parse_marker(data, self.url)
+            self._check_volumes(marker)
+            self._marker = marker
         return self._marker
 
-    def create(self, writers_hint: int = 4) -> None:
-        """Create the container (all volumes); host subdirectories ~ sqrt(writers)."""
+    def _why_no_marker(self) -> str:
+        """The detail of the error for a directory without a marker: a non-canonical volume of a
+        container says which container it belongs to."""
+        try:
+            volume = json.loads(self.fs.read_bytes(f"{self.path}/{VOLUME_MARKER}"))
+        except (OSError, ValueError):
+            return "no PLFS container here"
+        return (f"this is volume {volume.get('volume')} of the PLFS container whose canonical volume is "
+                f"{volume.get('canonical')}; open it through all its volumes, canonical first")
+
+    def _check_volumes(self, marker: dict) -> None:
+        """Refuse to serve a container through fewer (or other) volumes than it was made with:
+        the missing volumes' data would read as holes."""
+        expected = int(marker.get("volumes", 1))
+        recorded = marker.get("volume_urls") or []
+        given = self._volume_urls()
+        if len(given) != expected:
+            missing = recorded[len(given):] if recorded[:len(given)] == given else \
+                [u for u in recorded if u not in given] or [f"volume {k}" for k in range(len(given), expected)]
+            detail = f"missing {', '.join(missing)}" if len(given) < expected else f"given {len(given)}"
+            raise MissingVolumesError(
+                errno.ENOENT, f"PLFS container spans {expected} volume(s) but was opened through {len(given)} "
+                f"({detail}); open it as plfs+{','.join(recorded) or '<every volume>'}", self.url)
+        container_id = marker.get("id")
+        if container_id is None or expected == 1:
+            return  # version 1: no volume markers to check
+        for k, (fs, path) in enumerate(self.volumes[1:], start=1):
+            try:
+                volume = json.loads(fs.read_bytes(f"{path}/{VOLUME_MARKER}"))
+            except (OSError, ValueError):
+                volume = {}
+            if volume.get("id") != container_id or volume.get("volume") != k:
+                raise MissingVolumesError(
+                    errno.ENOENT, f"{fs.url(path)} is not volume {k} of this PLFS container (its volumes: "
+                    f"{', '.join(recorded)})", self.url)
+
+    def create(self, writers_hint: int = 4) -> bool:
+        """Create the container (all volumes); host subdirectories ~ sqrt(writers).
+
+        Atomic against other processes creating it at the same time (several writers of one
+        file opening together, as through the mount): the canonical directory is built under a
+        temporary name and renamed into place; the one whose rename lands made the container,
+        the others return False and use it. A failure on any volume removes what this call made.
+        """
+        fs, path = self.volumes[0]
+        parent, name = posixpath.split(path)
         host_dirs = max(1, math.isqrt(max(1, writers_hint - 1)) + 1)
-        for fs, path in self.volumes:
-            fs.mkdir(path, exist_ok=True)
-        self.fs.mkdir(f"{self.path}/{META_DIR}", exist_ok=True)
-        self.fs.mkdir(f"{self.path}/{OPEN_DIR}", exist_ok=True)
-        self.fs.write_bytes(f"{self.path}/{MARKER}", marker_json(host_dirs, len(self.volumes)))
+        container_id = uuid.uuid4().hex
+        marker = marker_json(host_dirs, self._volume_urls(), container_id)
+        single = len(self.volumes) == 1
+        temp = f"{parent.rstrip('/')}/.{name}.plfs-new-{container_id[:16]}"
+        try:
+            fs.mkdir(temp)
+            fs.mkdir(f"{temp}/{META_DIR}")
+            fs.mkdir(f"{temp}/{OPEN_DIR}")
+            # With one volume the marker goes in now; with several, once every volume is ready
+            # (until then others wait: see wait_created).
+            fs.write_bytes(f"{temp}/{MARKER if single else CREATING}", marker)
+            try:
+                fs.rename(temp, path)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR):
+                    raise
+                return False  # another process's rename landed first
+            if not self._made_by(container_id):
+                # HDFS moves a directory renamed onto an existing one into it: ours is inside.
+                self._remove_quietly(fs, f"{path}/{posixpath.basename(temp)}")
+                return False
+        finally:
+            if fs.exists(temp):
+                self._remove_quietly(fs, temp)
+        if not single:
+            made = [(fs, path)]
+            try:
+                canonical = self._volume_urls()[0]
+                for k, (vfs, vpath) in enumerate(self.volumes[1:], start=1):
+                    if not vfs.exists(vpath):
+                        vfs.mkdir(vpath)
+                        made.append((vfs, vpath))
+                    vfs.write_bytes(f"{vpath}/{VOLUME_MARKER}", volume_marker_json(container_id, k, canonical))
+                fs.write_bytes(f"{path}/{MARKER}.{container_id[:16]}", marker)
+                fs.rename(f"{path}/{MARKER}.{container_id[:16]}", f"{path}/{MARKER}")  # appears whole
+                fs.rm(f"{path}/{CREATING}")
+            except BaseException:
+                for vfs, vpath in reversed(made):
+                    self._remove_quietly(vfs, vpath)
+                raise
         self._marker = None
+        return True
+
+    def _made_by(self, container_id: str) -> bool:
+        fs, path = self.volumes[0]
+        for name in (MARKER, CREATING):
+            try:
+                return json.loads(fs.read_bytes(f"{path}/{name}")).get("id") == container_id
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                return False
+        return False
+
+    @staticmethod
+    def _remove_quietly(fs: FileSystem, path: str) -> None:
+        try:
+            fs.rm(path, recursive=True)
+        except OSError:
+            pass
+
+    def being_created(self) -> bool:
+        """Whether another process is creating this (multi-volume) container right now."""
+        return self.fs.exists(f"{self.path}/{CREATING}") and not self.fs.exists(f"{self.path}/{MARKER}")
+
+    def wait_created(self, timeout: float = 60.0) -> None:
+        """Wait until a container another process is creating has its marker."""
+        deadline = time.monotonic() + timeout
+        while self.being_created():
+            if time.monotonic() > deadline:
+                raise TimeoutError(errno.ETIMEDOUT, f"PLFS container still being created after {timeout:g} s "
+                                                    f"(a creator died? remove {self.fs.url(self.path)})", self.url)
+            time.sleep(0.05)
 
     def remove(self) -> None:
         """Remove every part of the container on every volume."""
@@ -93,6 +235,7 @@ class Container:
     # -- writers ------------------------------------------------------------------------------
     def index_logs(self) -> list[tuple[int, FileSystem, str]]:
         """Every writer's index log: ``(writer id, file system, path)``, sorted by writer."""
+        self.marker  # the volumes are all there
         found = []
         for fs, path in self.volumes:
             for entry in fs.iterdir(path):
@@ -136,7 +279,8 @@ class Container:
 
     # -- metadata ------------------------------------------------------------------------------
     def write_meta(self, name: str, writers: list[dict]) -> None:
-        """One metadata record for a set of writers (one per writer, or one per MPI job)."""
+        """One metadata record for a set of writers (one per writer, one per MPI job, or one per
+        recovered writer)."""
         meta = {"writers": writers, "closed": time.time(),
                 "size": max((w["max_end"] for w in writers), default=0),
                 "max_sequence": max((w["max_sequence"] for w in writers), default=0)}
@@ -152,6 +296,11 @@ class Container:
                 continue
         return out
 
+    def closed_writers(self, metas: list[dict] | None = None) -> dict[int, dict]:
+        """``{writer id: its summary}`` of every writer a metadata record lists (closed or
+        recovered): how many index records it wrote, its size, its highest sequence number."""
+        return {int(w["writer"]): w for m in (self.metas() if metas is None else metas) for w in m["writers"]}
+
     def summary_size(self) -> int | None:
         """Logical size from metadata alone, or None when a writer is open (or crashed): then
         only the index logs can tell."""
@@ -161,36 +310,87 @@ class Container:
         return max((m["size"] for m in metas), default=0)
 
     def max_sequence(self) -> int:
-        """Highest sequence number any closed writer used."""
-        return max((m.get("max_sequence", 0) for m in self.metas()), default=0)
+        """Highest sequence number any writer used, closed or not: a writer opening now must
+        draw greater ones so its writes win over everything already there, a crashed writer's
+        included. Closed writers' metadata says it; an open (or crashed) writer's index log
+        tells what it has flushed so far."""
+        metas = self.metas()
+        highest = max((m.get("max_sequence", 0) for m in metas), default=0)
+        unclosed = {int(w.get("writer", 0)) for w in self.open_writers()} - set(self.closed_writers(metas))
+        if unclosed:
+            logs = [log for log in self.index_logs() if log[0] in unclosed]
+            records, _ = self.read_index_logs(logs, "skip")
+            if len(records):
+                last = records["sequence"] + records["count"].astype(np.uint64) - np.uint64(1)
+                highest = max(highest, int(last.max()))
+        return highest
 
     # -- index ------------------------------------------------------------------------------------
-    def read_index_logs(self, logs, on_corruption: str = "raise") -> tuple[np.ndarray, list[Damage]]:
+    def read_index_logs(self, logs, on_corruption: str = "raise",
+                        closed: dict[int, dict] | None = None) -> tuple[np.ndarray, list[Damage]]:
         """Read and check the given index logs: ``(valid records, damage found)``.
 
-        ``on_corruption="raise"`` raises PlfsCorruptionError naming the first damaged log;
-        ``"skip"`` drops damaged records and keeps everything else.
-        """
-        from .format import RECORD
+        A closed writer's log must hold exactly the records its metadata counts (``closed``:
+        the summaries of :meth:`closed_writers`; read here when not given); a log cut short is
+        serious damage, not a shorter file. An unclosed writer's torn last record is the trace
+        of a crash and only reported.
 
+        ``on_corruption="raise"`` raises PlfsCorruptionError naming the first seriously damaged
+        log; ``"skip"`` drops damaged records and keeps everything else.
+        """
+        if closed is None:
+            closed = self.closed_writers()
+        version = self.version
         parts, damage = [], []
         for writer, fs, path in logs:
-            data = fs.read_bytes(path)
-            records, valid, torn = decode_records(data)
-            bad = np.flatnonzero(~valid)
             url = fs.url(path)
-            for i in bad:
-                damage.append(Damage((url, int(i), "checksum mismatch or invalid fields")))
-            if torn:
-                damage.append(Damage((url, -1, f"torn record at the end ({torn} bytes)")))
+            data = fs.read_bytes(path)
+            records, valid, torn = decode_records(data, version)
+            for i in np.flatnonzero(~valid):
+                damage.append(Damage(url, int(i), "checksum mismatch or invalid fields"))
             wrong_writer = valid & (records["writer"] != writer)
             for i in np.flatnonzero(wrong_writer):
-                damage.append(Damage((url, int(i), f"record names writer {records['writer'][i]:08x}")))
-            parts.append(records[valid & ~wrong_writer])
-        serious = [d for d in damage if d[1] >= 0]
+                damage.append(Damage(url, int(i), f"record names writer {records['writer'][i]:08x}"))
+            keep = valid & ~wrong_writer
+            summary = closed.get(writer)
+            expected = summary.get("records") if summary is not None else None
+            if expected is not None and len(records) < expected:
+                damage.append(Damage(url, -1, f"holds {len(records)} whole records, its writer closed after "
+                                              f"writing {expected}: the log was cut short"
+                                              + (f" ({torn} bytes of a torn record)" if torn else "")))
+            elif expected is not None and len(records) > expected:
+                # A recovered writer's metadata counts the records it completed; what follows
+                # them is what the crash left half-done.
+                damage.append(Damage(url, -1, f"holds {len(records)} records, its writer's metadata counts "
+                                              f"{expected}: records {expected}.. are left out",
+                                     serious=not summary.get("recovered")))
+                keep[expected:] = False
+            elif torn:
+                damage.append(Damage(url, -1, f"torn record at the end ({torn} bytes)", serious=False))
+            if summary is None and keep.any():
+                keep &= self._reached_data_log(writer, records, url, damage)
+            parts.append(records[keep])
+        serious = [d for d in damage if d[3]]
         if serious and on_corruption == "raise":
-            url, number, why = serious[0]
             raise PlfsCorruptionError(
-                errno.EIO, f"corrupt index record {number} in {url} ({why}); run `hpcbridge plfs check` "
+                errno.EIO, f"corrupt index: {serious[0].text()}; run `hpcbridge plfs check` "
                 f"or open with on_corruption='skip' to read the other writers' data", self.url)
         return (np.concatenate(parts) if parts else np.zeros(0, RECORD)), damage
+
+    def _reached_data_log(self, writer: int, records: np.ndarray, url: str, damage: list) -> np.ndarray:
+        """Which records of an unclosed writer describe bytes its data log holds. A writer puts
+        data in its log before the records that describe it, but a crash can still leave the
+        log shorter than what a record says (on HDFS the unsynced end of a block is lost):
+        those records were never complete writes, and are dropped with a note."""
+        fs, path = self.data_log(writer)
+        try:
+            have = fs.info(path).size
+        except FileNotFoundError:
+            have = 0
+        ends = records["physical"] + records["length"] * records["count"].astype(np.uint64)
+        reached = ends <= np.uint64(have)
+        if not reached.all():
+            damage.append(Damage(url, -1, f"{int((~reached).sum())} record(s) describe bytes past the end of "
+                                          f"{fs.url(path)} ({have} bytes): writes the unclosed writer never "
+                                          "completed, left out", serious=False))
+        return reached

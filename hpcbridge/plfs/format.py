@@ -1,15 +1,19 @@
-"""The on-storage format of PLFS containers, version 1 (specified in docs/plfs-format.md).
+"""The on-storage format of PLFS containers, version 2 (specified in docs/plfs-format.md).
 
 A logical file is a container directory::
 
-    <container>/.plfscontainer          marker: JSON {"format": "hpcbridge-plfs", "version": 1, ...}
+    <container>/.plfscontainer          marker: JSON {"format": "hpcbridge-plfs", "version": 2, ...}
     <container>/hostdir.<k>/data.<w>    writer w's data log: its bytes, appended in write order
     <container>/hostdir.<k>/index.<w>   writer w's index log: fixed-size records (RECORD below)
     <container>/meta/<name>.json        metadata written at close (writers, logical size, sequence)
     <container>/openhosts/<w>           present while writer w is open
+    <volume k>/.plfsvolume              on every other volume: which container, which volume
 
 ``w`` is the writer id as 8 hex digits; ``k = w % host_dirs`` (host_dirs ~ sqrt(writers), chosen
 at creation). With several backing volumes, ``hostdir.<k>`` lives on volume ``k % volumes``.
+
+Version 2 adds a CRC32C of the data every index record describes; version 1 containers (56-byte
+records without data checksums) stay readable and are decoded into the same in-memory records.
 """
 
 from __future__ import annotations
@@ -17,23 +21,32 @@ from __future__ import annotations
 import json
 import zlib
 
+import crc32c as _crc32c
 import numpy as np
 
 __all__ = [
-    "FORMAT", "VERSION", "MARKER", "RECORD", "RECORD_SIZE", "encode_records", "decode_records",
-    "data_log_name", "index_log_name", "host_dir", "marker_json", "parse_marker",
+    "FORMAT", "VERSION", "MARKER", "VOLUME_MARKER", "RECORD", "RECORD_SIZE", "RECORD_V1", "FLAG_DATA_CRC",
+    "encode_records", "decode_records", "record_size", "data_crc", "data_log_name", "index_log_name",
+    "host_dir", "marker_json", "volume_marker_json", "parse_marker", "MAX_RECORD_SPAN",
 ]
 
 FORMAT = "hpcbridge-plfs"
-VERSION = 1
+#: The version new containers are created with; readers accept 1 and 2.
+VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 MARKER = ".plfscontainer"
+VOLUME_MARKER = ".plfsvolume"
+#: Present in a multi-volume container's canonical directory until every volume is ready.
+CREATING = ".plfscreating"
 META_DIR = "meta"
 OPEN_DIR = "openhosts"
 
-#: One index record, little-endian, 56 bytes. A record describes ``count`` pieces of ``length``
-#: bytes: piece i covers logical bytes [logical + i*stride, ... + length), lives in the writer's
-#: data log at physical + i*length, and has sequence number sequence + i (count 1: a plain extent).
-#: ``crc`` is the CRC-32 of the record's first 48 bytes (every field before it, pad included as 0).
+#: One version-2 index record, little-endian, 64 bytes. A record describes ``count`` pieces of
+#: ``length`` bytes: piece i covers logical bytes [logical + i*stride, ... + length), lives in the
+#: writer's data log at physical + i*length, and has sequence number sequence + i (count 1: a
+#: plain extent). ``data_crc`` is the CRC32C of the data-log bytes [physical, physical +
+#: count*length) when ``flags`` has FLAG_DATA_CRC; ``crc`` is the CRC32C of the record's first
+#: 60 bytes (every field before it, ``reserved`` included as 0).
 RECORD = np.dtype([
     ("logical", "<u8"),
     ("length", "<u8"),
@@ -42,40 +55,96 @@ RECORD = np.dtype([
     ("stride", "<u8"),
     ("count", "<u4"),
     ("writer", "<u4"),
+    ("flags", "<u4"),
+    ("data_crc", "<u4"),
+    ("reserved", "<u4"),
     ("crc", "<u4"),
-    ("pad", "<u4"),
 ])
 RECORD_SIZE = RECORD.itemsize
-_CRC_SPAN = 48
-assert RECORD_SIZE == 56
+assert RECORD_SIZE == 64
+_CRC_SPAN = 60
+
+#: ``flags`` bit: ``data_crc`` holds the CRC32C of the record's data.
+FLAG_DATA_CRC = 1
+
+#: Version-1 records (56 bytes, CRC-32 of the first 48 bytes, no data checksum).
+RECORD_V1 = np.dtype([
+    ("logical", "<u8"), ("length", "<u8"), ("physical", "<u8"), ("sequence", "<u8"), ("stride", "<u8"),
+    ("count", "<u4"), ("writer", "<u4"), ("crc", "<u4"), ("pad", "<u4"),
+])
+_V1_CRC_SPAN = 48
+
+#: A writer starts a new record once one would describe more data-log bytes than this, so a
+#: checksum covers a bounded range: a read that wants it verified need not fetch more.
+MAX_RECORD_SPAN = 8 << 20
 
 
-def _crc(raw: np.ndarray) -> np.ndarray:
-    """CRC-32 of the first 48 bytes of each record (a Python loop over records: index logs are
-    small, a few records per writer for regular patterns)."""
-    as_bytes = raw.view(np.uint8).reshape(-1, RECORD_SIZE)[:, :_CRC_SPAN]
-    return np.fromiter((zlib.crc32(row.tobytes()) for row in as_bytes), dtype=np.uint32, count=len(raw))
+def record_size(version: int) -> int:
+    """Bytes per index record in a container of format ``version``."""
+    return RECORD_SIZE if version >= 2 else RECORD_V1.itemsize
+
+
+def data_crc(data, value: int = 0) -> int:
+    """CRC32C of ``data`` continuing from ``value`` (hardware-accelerated; releases the GIL on
+    large buffers)."""
+    return _crc32c.crc32c(data, value)
+
+
+def _record_crcs(raw: np.ndarray, span: int, function) -> np.ndarray:
+    """Checksum of the first ``span`` bytes of each record. One call per record: index logs
+    hold few records (a regular pattern is one record per writer and flush)."""
+    rows = raw.view(np.uint8).reshape(len(raw), raw.dtype.itemsize)[:, :span]
+    return np.fromiter((function(row.tobytes()) for row in rows), dtype=np.uint32, count=len(raw))
 
 
 def encode_records(records: np.ndarray) -> bytes:
-    """Fill in the checksums and return the records' bytes."""
+    """Fill in the record checksums of version-2 ``records`` and return their bytes."""
     out = np.array(records, dtype=RECORD, copy=True)
-    out["pad"] = 0
-    out["crc"] = _crc(out)
+    out["reserved"] = 0
+    out["crc"] = _record_crcs(out, _CRC_SPAN, _crc32c.crc32c)
     return out.tobytes()
 
 
-def decode_records(data: bytes) -> tuple[np.ndarray, np.ndarray, int]:
-    """Decode an index log: ``(records, valid_mask, torn_bytes)``.
+def decode_records(data: bytes, version: int = VERSION) -> tuple[np.ndarray, np.ndarray, int]:
+    """Decode an index log of format ``version``: ``(records, valid_mask, torn_bytes)``.
 
-    ``valid_mask`` marks records whose checksum matches (and whose fields are sane); a torn tail
-    (a record cut short, e.g. by a crash mid-write) is not decoded and its size is returned.
+    ``records`` are version-2 records whatever the log's version (version-1 records get
+    ``flags = 0``: no data checksum). ``valid_mask`` marks records whose checksum matches and
+    whose fields are sane; a torn tail (a record cut short, e.g. by a crash mid-write) is not
+    decoded and its size is returned.
     """
-    whole = len(data) - len(data) % RECORD_SIZE
-    records = np.frombuffer(data[:whole], dtype=RECORD)
-    valid = (_crc(records) == records["crc"]) & (records["count"] >= 1) & (records["length"] >= 1)
+    size = record_size(version)
+    whole = len(data) - len(data) % size
+    if version >= 2:
+        records = np.frombuffer(data[:whole], dtype=RECORD)
+        valid = _record_crcs(records, _CRC_SPAN, _crc32c.crc32c) == records["crc"]
+    else:
+        old = np.frombuffer(data[:whole], dtype=RECORD_V1)
+        valid = _record_crcs(old, _V1_CRC_SPAN, zlib.crc32) == old["crc"]
+        records = np.zeros(len(old), dtype=RECORD)
+        for name in ("logical", "length", "physical", "sequence", "stride", "count", "writer", "crc"):
+            records[name] = old[name]
+    valid = valid & (records["count"] >= 1) & (records["length"] >= 1)
     valid &= (records["count"] == 1) | (records["stride"] >= records["length"])
-    return records, valid, len(data) - whole
+    return records, valid & _addressable(records), len(data) - whole
+
+
+def _addressable(records: np.ndarray) -> np.ndarray:
+    """Whether every byte a record maps, logical and physical, lies below 2**63 - 1 (the bound of
+    offset + length on every backend), computed without overflowing uint64."""
+    limit = np.uint64(2**63 - 1)
+    logical, length, physical, stride = (records[k] for k in ("logical", "length", "physical", "stride"))
+    steps = records["count"].astype(np.uint64) - np.uint64(1)  # count >= 1 where it matters
+    ok = (logical <= limit) & (physical <= limit) & (length >= 1) & (length <= limit) & (stride <= limit)
+    with np.errstate(over="ignore", under="ignore"):
+        count = steps + np.uint64(1)
+        span_ok = ok & (length <= limit // np.maximum(count, np.uint64(1)))
+        span = np.where(span_ok, length * count, limit)
+        stride_ok = (steps == 0) | (stride <= (limit - np.minimum(logical, limit)) // np.maximum(steps, np.uint64(1)))
+        last = np.where(ok & stride_ok, logical + stride * steps, limit)
+        end_ok = length <= limit - last
+        physical_ok = span <= limit - physical
+    return span_ok & stride_ok & end_ok & physical_ok
 
 
 def host_dir(writer: int, host_dirs: int) -> str:
@@ -93,10 +162,16 @@ def index_log_name(writer: int) -> str:
     return f"index.{writer:08x}"
 
 
-def marker_json(host_dirs: int, volumes: int) -> bytes:
-    """Content of a container's marker file."""
-    return json.dumps({"format": FORMAT, "version": VERSION, "host_dirs": host_dirs,
-                       "volumes": volumes}).encode()
+def marker_json(host_dirs: int, volumes: list[str], container_id: str) -> bytes:
+    """Content of a new container's marker file (``volumes``: the URL of every volume's
+    directory, canonical first)."""
+    return json.dumps({"format": FORMAT, "version": VERSION, "host_dirs": host_dirs, "volumes": len(volumes),
+                       "volume_urls": volumes, "id": container_id, "checksum": "crc32c"}).encode()
+
+
+def volume_marker_json(container_id: str, volume: int, canonical_url: str) -> bytes:
+    """Content of the ``.plfsvolume`` file of a container's non-canonical volume ``volume``."""
+    return json.dumps({"format": FORMAT, "id": container_id, "volume": volume, "canonical": canonical_url}).encode()
 
 
 def parse_marker(data: bytes, url: str) -> dict:
@@ -105,9 +180,10 @@ def parse_marker(data: bytes, url: str) -> dict:
         marker = json.loads(data)
     except ValueError:
         raise ValueError(f"{url}: {MARKER} is not JSON: not an hpcbridge PLFS container") from None
-    if marker.get("format") != FORMAT:
-        raise ValueError(f"{url}: not an hpcbridge PLFS container (format {marker.get('format')!r})")
-    if marker.get("version") != VERSION:
+    if not isinstance(marker, dict) or marker.get("format") != FORMAT:
+        found = marker.get("format") if isinstance(marker, dict) else marker
+        raise ValueError(f"{url}: not an hpcbridge PLFS container (format {found!r})")
+    if marker.get("version") not in SUPPORTED_VERSIONS:
         raise ValueError(f"{url}: PLFS container format version {marker.get('version')} is not supported "
-                         f"(this hpcbridge reads version {VERSION})")
+                         f"(this hpcbridge reads versions {', '.join(map(str, SUPPORTED_VERSIONS))})")
     return marker

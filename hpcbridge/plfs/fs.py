@@ -24,12 +24,12 @@ from collections.abc import Iterator
 
 from ..errors import InvalidURLError, os_error
 from ..fs.base import FileSystem
-from ..fs.file import OpenMode, RawFile, check_offset
+from ..fs.file import OpenMode, RawFile
 from ..fs.registry import backend_class
 from ..fs.types import BlockLocation, Capabilities, FileInfo, FileType
 from ..fs.url import URL, format_url, normalize_path, parse_url
 from .container import Container
-from .reader import PlfsReader, load_index
+from .reader import VERIFY_MODES, PlfsReader, load_index
 from .writer import PlfsWriter, advance_sequence
 
 __all__ = ["PlfsFileSystem", "split_volumes"]
@@ -69,37 +69,43 @@ class _PlfsWriteRaw(RawFile):
 
     def pwrite(self, data, offset: int) -> int:
         """Write ``data`` at logical ``offset`` (appended to this writer's log)."""
-        check_offset(offset, self.url)
+        view = memoryview(data).cast("B")
+        self._check_access(offset, len(view))
         if self._open_mode.append and self._pos != offset:
             raise io.UnsupportedOperation(f"pwrite: {self.url} is open in append mode, where every write goes "
                                           "to the end")
-        return self._writer.write(data, offset)
+        return self._writer.write(view, offset)
 
     def write(self, data) -> int:
         """Write at the current position (the end in append mode)."""
-        self._check_open()
+        view = memoryview(data).cast("B")
         if self._open_mode.append:
             self._pos = self.size()
-        n = self._writer.write(data, self._pos)
+        self._check_access(self._pos, len(view))
+        n = self._writer.write(view, self._pos)
         self._pos += n
         return n
 
     def preadinto(self, buffer, offset: int) -> int:
         """Refused: the handle is write-only."""
+        self._check_open()
         raise io.UnsupportedOperation(f"pread: {self.url} is open write-only (mode {self.mode!r})")
 
     def size(self) -> int:
         """The logical end of what this handle wrote (or the size it appended to)."""
+        self._check_open()
         return max(self._writer.max_end, self._start)
 
     def flush(self) -> None:
-        """Write buffered index records to the index log."""
-        super().flush()
-        if not self._writer.closed:
+        """Data and index records to the logs: readable by others, kept if this process dies
+        (see :class:`~hpcbridge.plfs.writer.PlfsWriter` for what that takes per backend)."""
+        super().flush()  # io's check: ValueError on a closed handle
+        if not self._writer.closed:  # io's close flushes after the writer closed
             self._writer.flush()
 
     def sync(self) -> None:
         """Data and index durable."""
+        self._check_open()
         self._writer.sync()
 
     def close(self) -> None:
@@ -120,10 +126,13 @@ class _PlfsReadRaw(RawFile):
 
     def preadinto(self, buffer, offset: int) -> int:
         """Logical bytes at ``offset`` into ``buffer`` (holes are zeros)."""
-        return self._reader.readinto(buffer, offset)
+        view = memoryview(buffer).cast("B")
+        self._check_access(offset, len(view))
+        return self._reader.readinto(view, offset)
 
     def size(self) -> int:
         """Logical size."""
+        self._check_open()
         return self._reader.size
 
     def close(self) -> None:
@@ -145,7 +154,15 @@ class PlfsFileSystem(FileSystem):
     writers_hint:
         Expected writers of a new container (sets its host subdirectories ~ sqrt).
     on_corruption:
-        ``"raise"`` (default) or ``"skip"`` damaged index records when reading.
+        ``"raise"`` (default) or ``"skip"`` damaged index records and data when reading
+        (skipped data reads as zeros, with a :class:`~hpcbridge.plfs.reader.PlfsCorruptionWarning`).
+    verify:
+        Data checks on read: ``"auto"`` (default: every record whose whole data a read fetches
+        anyway), ``"always"`` (every record a read touches, fetched whole once per handle) or
+        ``"never"``.
+    checksums:
+        Record a CRC32C of the data with every index record (default). ``False`` only to
+        measure what the checksums cost.
     comm:
         Not an option here: use :func:`hpcbridge.plfs.open` for MPI collective opens.
     **backing_options:
@@ -156,22 +173,34 @@ class PlfsFileSystem(FileSystem):
     backend_name = BACKEND
     capabilities = Capabilities(positional_write=True, read_write=False, append=True, concurrent_writers=True,
                                 rename_replaces=True, block_locations=True, xattrs=False, permissions=False,
-                                directories=True, durable_sync=True, truncate=False)
+                                directories=True, durable_sync=True, truncate=False, visible_writes=False)
     unsupported_advice = "PLFS handles are read-only or write-only; reopen for the other direction"
 
     def __init__(self, netloc: str = "", *, backing: str = "file", volumes: tuple[str, ...] = ("/",),
-                 writers_hint: int = 4, on_corruption: str = "raise", **backing_options):
+                 writers_hint: int = 4, on_corruption: str = "raise", verify: str = "auto",
+                 checksums: bool = True, **backing_options):
         if on_corruption not in ("raise", "skip"):
             raise ValueError(f"on_corruption must be 'raise' or 'skip', got {on_corruption!r}")
+        if verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY_MODES)}, got {verify!r}")
+        if not isinstance(checksums, bool):
+            raise TypeError(f"checksums must be True or False, got {checksums!r}")
         volumes = tuple(normalize_path(v) for v in volumes)
-        super().__init__(netloc, backing=backing, volumes=volumes, writers_hint=writers_hint,
-                         on_corruption=on_corruption, **backing_options)
+        options = dict(backing=backing, volumes=volumes, writers_hint=writers_hint, on_corruption=on_corruption,
+                       **backing_options)
+        if verify != "auto":  # only what differs from the defaults: URLs and pickles stay as they were
+            options["verify"] = verify
+        if not checksums:
+            options["checksums"] = checksums
+        super().__init__(netloc, **options)
         self.backing = backend_class(backing)(netloc, **backing_options) if backing != "plfs" else None
         if self.backing is None:
             raise InvalidURLError("PLFS cannot be layered over PLFS")
         self.volumes = volumes
         self.writers_hint = writers_hint
         self.on_corruption = on_corruption
+        self.verify = verify
+        self.checksums = checksums
         self.scheme = f"plfs+{backing}"
         self.capabilities = self.capabilities.replace(rename_replaces=self.backing.capabilities.rename_replaces)
 
@@ -322,10 +351,13 @@ class PlfsFileSystem(FileSystem):
         """The container for writing ``path`` with ``mode``: created if missing, emptied for ``w``,
         refused for ``x`` if it exists (POSIX open errors otherwise)."""
         canonical = self._backing_paths(path)[0]
+        container = self.container(path)
         is_container = self._is_container(path)
+        if not is_container and container.being_created():  # by another process, right now
+            container.wait_created()
+            is_container = True
         if not is_container and self.backing.isdir(canonical):
             raise os_error(errno.EISDIR, self.url(path), BACKEND)
-        container = self.container(path)
         if is_container and mode.exclusive:
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
         if is_container and mode.truncate:
@@ -336,7 +368,10 @@ class PlfsFileSystem(FileSystem):
             if not self.backing.isdir(parent):
                 code = errno.ENOTDIR if self.backing.exists(parent) else errno.ENOENT
                 raise os_error(code, self.url(path), BACKEND)
-            container.create(writers_hint or self.writers_hint)
+            if not container.create(writers_hint or self.writers_hint):  # another process was first
+                container.wait_created()
+                if mode.exclusive:
+                    raise os_error(errno.EEXIST, self.url(path), BACKEND)
         return container
 
     def _open_raw(self, path: str, mode: OpenMode):
@@ -345,12 +380,17 @@ class PlfsFileSystem(FileSystem):
                 code = errno.EISDIR if self.backing.isdir(self._backing_paths(path)[0]) else errno.ENOENT
                 raise os_error(code, self.url(path), BACKEND)
             container = self.container(path)
-            index, _ = load_index(container, self.on_corruption)
-            return _PlfsReadRaw(self, path, PlfsReader(container, index), mode)
+            return _PlfsReadRaw(self, path, self.reader(container), mode)
         container = self.prepare_container(path, mode)
         start = self._info(path).size if mode.append else 0
         advance_sequence(container.max_sequence())
-        return _PlfsWriteRaw(self, path, self._new_writer(container, None), mode, start)
+        return _PlfsWriteRaw(self, path, self.new_writer(container), mode, start)
+
+    def reader(self, container: Container, comm=None) -> PlfsReader:
+        """A reader of ``container`` with this file system's checks (``comm``: read the index
+        collectively)."""
+        index, _ = load_index(container, self.on_corruption, comm=comm)
+        return PlfsReader(container, index, verify=self.verify, on_corruption=self.on_corruption)
 
     def open_writer(self, path, writer_id: int | None = None):
         """A new writer of ``path`` that keeps what is there (creating the container if missing):
@@ -359,15 +399,16 @@ class PlfsFileSystem(FileSystem):
         mode = OpenMode.for_pwrite()  # create if missing, keep what is there
         container = self.prepare_container(p, mode)
         advance_sequence(container.max_sequence())
-        return _PlfsWriteRaw(self, p, self._new_writer(container, writer_id), mode)
+        return _PlfsWriteRaw(self, p, self.new_writer(container, writer_id), mode)
 
-    @staticmethod
-    def _new_writer(container: Container, writer_id: int | None) -> PlfsWriter:
+    def new_writer(self, container: Container, writer_id: int | None = None) -> PlfsWriter:
+        """A writer of ``container`` with this file system's options; ``writer_id`` None: a
+        fresh random id."""
         if writer_id is not None:
-            return PlfsWriter(container, writer_id)
+            return PlfsWriter(container, writer_id, checksums=self.checksums)
         for _ in range(8):  # collisions are improbable and detected (exclusive create of the open record)
             try:
-                return PlfsWriter(container, _writer_id())
+                return PlfsWriter(container, _writer_id(), checksums=self.checksums)
             except FileExistsError:
                 continue
         raise os_error(errno.EEXIST, container.url, BACKEND, "could not find an unused writer id")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GlobalIndex", "expand", "resolve", "compress"]
+__all__ = ["GlobalIndex", "Checks", "CHECK", "expand", "resolve", "compress"]
 
 _FIELDS = ("logical", "length", "physical", "sequence", "writer")
 
@@ -125,23 +125,87 @@ def compress(pieces: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+#: Fields of a checksummed range (see :class:`Checks`).
+CHECK = np.dtype([("writer", "<u8"), ("start", "<u8"), ("end", "<u8"), ("crc", "<u4"), ("logical", "<u8"),
+                  ("length", "<u8"), ("stride", "<u8"), ("count", "<u8")])
+
+
+class Checks:
+    """The data checksums of a container: for every record that has one, the physical range of
+    its writer's data log it covers, its CRC32C and the logical pieces it maps (for messages).
+
+    The resolved index describes which bytes win; checksums belong to the records as written
+    (a record's range stays checksummed as a whole even where later writes overwrote part of
+    it), so they are kept apart from it, sorted by (writer, start) for range queries.
+    """
+
+    def __init__(self, table: np.ndarray):
+        self.table = np.sort(table, order=("writer", "start"))
+        writers = self.table["writer"]
+        bounds = np.flatnonzero(np.diff(writers)) + 1 if len(writers) else np.zeros(0, np.int64)
+        starts = np.concatenate(([0], bounds)).astype(np.int64) if len(writers) else np.zeros(0, np.int64)
+        ends = np.concatenate((bounds, [len(writers)])).astype(np.int64) if len(writers) else np.zeros(0, np.int64)
+        self._span = {int(writers[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
+
+    @classmethod
+    def from_records(cls, records: np.ndarray) -> "Checks":
+        """The checksums of the records that carry one (format 2 records with FLAG_DATA_CRC)."""
+        from .format import FLAG_DATA_CRC
+
+        mine = records[(records["flags"] & FLAG_DATA_CRC) != 0]
+        table = np.zeros(len(mine), CHECK)
+        table["writer"], table["start"], table["crc"] = mine["writer"], mine["physical"], mine["data_crc"]
+        table["end"] = mine["physical"] + mine["length"] * mine["count"].astype(np.uint64)
+        for name in ("logical", "length", "stride", "count"):
+            table[name] = mine[name]
+        return cls(table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def within(self, writer: int, start: int, end: int) -> np.ndarray:
+        """Rows of the checksummed ranges of ``writer`` lying wholly inside ``[start, end)``."""
+        span = self._span.get(writer)
+        if span is None:
+            return self.table[:0]
+        rows = self.table[span[0]:span[1]]
+        lo = int(np.searchsorted(rows["start"], start, "left"))
+        hi = int(np.searchsorted(rows["start"], end, "left"))
+        rows = rows[lo:hi]
+        return rows[rows["end"] <= end]
+
+    def touching(self, writer: int, start: int, end: int) -> np.ndarray:
+        """Rows of the checksummed ranges of ``writer`` that overlap ``[start, end)``."""
+        span = self._span.get(writer)
+        if span is None:
+            return self.table[:0]
+        rows = self.table[span[0]:span[1]]
+        hi = int(np.searchsorted(rows["start"], end, "left"))
+        rows = rows[:hi]
+        return rows[rows["end"] > start]
+
+
 @dataclass
 class GlobalIndex:
-    """The resolved, compressed index of a container and what it maps."""
+    """The resolved, compressed index of a container, what it maps, and its data checksums."""
 
     runs: dict[str, np.ndarray]
     size: int
+    checks: Checks = None
 
     @classmethod
     def build(cls, records: np.ndarray) -> "GlobalIndex":
         """Build from all valid records of all writers."""
+        checks = Checks.from_records(records)
         if len(records) == 0:
-            return cls(compress({k: np.zeros(0, np.uint64) for k in _FIELDS}), 0)
+            return cls(compress({k: np.zeros(0, np.uint64) for k in _FIELDS}), 0, checks)
         pieces = resolve(expand(records))
         size = int((pieces["logical"] + pieces["length"]).max()) if len(pieces["logical"]) else 0
-        return cls(compress(pieces), size)
+        return cls(compress(pieces), size, checks)
 
     def __post_init__(self):
+        if self.checks is None:
+            self.checks = Checks(np.zeros(0, CHECK))
         # Few runs (regular checkpoints): plain Python lists make small lookups ~10x cheaper
         # than a dozen numpy calls on tiny arrays.
         self._rows = None

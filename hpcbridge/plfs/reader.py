@@ -1,23 +1,37 @@
-"""Reading a container: global index once, then data from the writers' logs.
+"""Reading a container: global index once, then data from the writers' logs, checked.
 
-A read looks up the pieces of its range in the global index, coalesces the pieces each writer
-holds contiguously in its data log into one positional read, runs those reads in parallel on a
-bounded pool, and scatters the bytes into the caller's buffer; holes stay zero. At most
-``max_open`` data logs are open at once (PLFS #114 ran out of descriptors on wide containers).
+A read looks up the pieces of its range in the global index, groups the pieces each writer
+holds contiguously in its data log into runs, reads each run with one positional call (in
+parallel on a bounded pool for large reads), and places the bytes in the caller's buffer;
+holes are zero-filled in place. At most ``max_open`` data logs are open at once (PLFS #114 ran
+out of descriptors on wide containers).
+
+Every record of a format-2 container carries the CRC32C of the data it describes. A read
+verifies each record whose whole data it fetched anyway (``verify="auto"``, the default), or
+fetches and verifies every record it touches (``"always"``), or none (``"never"``). A mismatch
+raises :class:`PlfsCorruptionError` naming the container, the data log and the logical range;
+with ``on_corruption="skip"`` the damaged record's bytes read as zeros and a
+:class:`PlfsCorruptionWarning` says where.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import threading
+import warnings
 
 import numpy as np
 
 from ..fs.pool import CallPool
-from .container import Container
+from .container import Container, PlfsCorruptionError
+from .format import data_crc
 from .index import GlobalIndex
 
-__all__ = ["PlfsReader", "load_index"]
+__all__ = ["PlfsReader", "PlfsCorruptionWarning", "load_index", "VERIFY_MODES"]
+
+#: Values of the ``verify`` option.
+VERIFY_MODES = ("auto", "always", "never")
 
 # Resolved indexes of recently opened containers, keyed by the index logs and their sizes: an
 # unchanged container is reopened without reading its index logs again.
@@ -26,38 +40,57 @@ _CACHE_SIZE = 16
 _cache_lock = threading.Lock()
 
 
+class PlfsCorruptionWarning(UserWarning):
+    """Damage that ``on_corruption="skip"`` read around (its bytes read as zeros), or a
+    persisted flattened index that was ignored because it failed its checks."""
+
+
+def _cache_key(container: Container, logs) -> tuple:
+    metas = container.fs.iterdir(f"{container.path}/meta")
+    return (container.url, tuple((log[2], log[1].info(log[2]).size) for log in logs),
+            tuple(sorted((m.path, m.size) for m in metas)))
+
+
 def load_index(container: Container, on_corruption: str = "raise", comm=None):
     """Merge every writer's index log into a :class:`GlobalIndex`; returns ``(index, damage)``.
 
-    With an MPI communicator, each rank reads its share of the index logs and the records are
-    allgathered, instead of every rank reading everything.
+    A valid persisted flattened index (``hpcbridge plfs flatten``) is used instead of the logs;
+    one that fails its checks is reported (a warning) and ignored. With an MPI communicator,
+    each rank reads its share of the index logs and the records are allgathered, instead of
+    every rank reading everything.
     """
     from .tools import load_flat
 
     flat = load_flat(container) if (comm is None or comm.rank == 0) else None
     if comm is not None and comm.size > 1:
         flat = comm.bcast(flat, root=0)
-    if flat is not None:
-        return flat, []
+    index, flat_damage = flat
+    if index is not None:
+        return index, []
+    for damage in flat_damage:
+        warnings.warn(f"{damage.text()}: reading the index logs instead", PlfsCorruptionWarning, stacklevel=3)
     logs = container.index_logs()
     key = None
     if comm is None or comm.size == 1:
-        key = (container.url, tuple((log[2], log[1].info(log[2]).size) for log in logs))
+        key = _cache_key(container, logs)
         with _cache_lock:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
                 return _CACHE[key], []
+    closed = container.closed_writers()
     if comm is not None and comm.size > 1:
         mine = logs[comm.rank::comm.size]
-        records, damage = container.read_index_logs(mine, "skip")
+        records, damage = container.read_index_logs(mine, "skip", closed)
         gathered = comm.allgather((records, damage))
         records = np.concatenate([g[0] for g in gathered])
         damage = [d for g in gathered for d in g[1]]
-        serious = [d for d in damage if d[1] >= 0]
+        serious = [d for d in damage if d[3]]
         if serious and on_corruption == "raise":
-            container.read_index_logs([log for log in logs if log[1].url(log[2]) == serious[0][0]], "raise")
+            raise PlfsCorruptionError(errno.EIO, f"corrupt index: {serious[0].text()}; run `hpcbridge plfs check` "
+                                      "or open with on_corruption='skip' to read the other writers' data",
+                                      container.url)
     else:
-        records, damage = container.read_index_logs(logs, on_corruption)
+        records, damage = container.read_index_logs(logs, on_corruption, closed)
     index = GlobalIndex.build(records)
     if key is not None and not damage:
         with _cache_lock:
@@ -67,19 +100,65 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     return index, damage
 
 
-class PlfsReader:
-    """Random-access reads of a container's logical file."""
+class _Run:
+    """Bytes of one writer's data log read with one call: physical ``[start, start + length)``,
+    placed at ``segments`` (``(buffer offset, length)`` in physical order)."""
 
-    def __init__(self, container: Container, index: GlobalIndex, threads: int = 8, max_open: int = 64):
+    __slots__ = ("writer", "start", "length", "segments")
+
+    def __init__(self, writer: int, start: int, length: int, segments: list):
+        self.writer, self.start, self.length, self.segments = writer, start, length, segments
+
+
+def _runs(pieces, offset: int) -> list[_Run]:
+    """Group pieces (``(logical, length, physical, writer)``, any order) into runs: per writer,
+    physically contiguous pieces are read together."""
+    runs: list[_Run] = []
+    for logical, length, physical, writer in sorted(pieces, key=lambda p: (p[3], p[2])):
+        last = runs[-1] if runs else None
+        if last is not None and last.writer == writer and last.start + last.length == physical:
+            last.length += length
+            last.segments.append((logical - offset, length))
+        else:
+            runs.append(_Run(writer, physical, length, [(logical - offset, length)]))
+    return runs
+
+
+class PlfsReader:
+    """Random-access reads of a container's logical file, with data checks (see the module).
+
+    Parameters
+    ----------
+    container, index:
+        The container and its resolved index (:func:`load_index`).
+    verify:
+        ``"auto"``, ``"always"`` or ``"never"`` (see the module docstring).
+    on_corruption:
+        ``"raise"`` or ``"skip"`` data that fails its checksum.
+    """
+
+    #: Reads up to this size are served on the calling thread.
+    SMALL_READ = 4 << 20
+
+    def __init__(self, container: Container, index: GlobalIndex, threads: int = 8, max_open: int = 64,
+                 verify: str = "auto", on_corruption: str = "raise"):
+        if verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY_MODES)}, got {verify!r} ({container.url})")
         self.container = container
         self.index = index
         self.size = index.size
         self.max_open = max_open
+        self.verify = verify if len(index.checks) else "never"
+        self.on_corruption = on_corruption
+        self._verified: set[tuple[int, int]] = set()
+        self._bad: dict[int, list[tuple[int, int]]] = {}  # writer: physical ranges read as zeros (skip)
+        self._seek_lock = threading.Lock()
         self._handles: collections.OrderedDict = collections.OrderedDict()
         self._in_use: dict[int, int] = {}
         self._lock = threading.Lock()
         self._pool = CallPool(threads, f"plfs {container.url}")
 
+    # -- data log handles ---------------------------------------------------------------------
     def _handle(self, writer: int):
         """The open data log of ``writer``, marked in use until :meth:`_release`.
 
@@ -114,17 +193,40 @@ class PlfsReader:
         for old in [w for w in self._handles if w not in self._in_use][:excess]:
             self._handles.pop(old).close()
 
-    def _read_run(self, writer: int, physical: int, length: int) -> bytes:
+    #: Read buffer of each open data log.
+    LOG_BUFFER = 1 << 20
+
+    def _short(self, writer: int, got: int, length: int, physical: int) -> PlfsCorruptionError:
+        fs, path = self.container.data_log(writer)
+        return PlfsCorruptionError(errno.EIO, f"data log {fs.url(path)} is shorter than its index says "
+                                              f"({got} of {length} bytes at {physical})", self.container.url)
+
+    def _read_into(self, writer: int, physical: int, target, sequential: bool = False) -> None:
+        """Fill ``target`` (a memoryview) from ``writer``'s data log at ``physical``.
+
+        ``sequential``: through the log's read buffer (small reads walking a log in order
+        become large reads of it), under the reader's lock; else positional, any thread.
+        """
+        handle = self._handle(writer)
         try:
-            data = self._handle(writer).pread(length, physical)
+            if sequential:
+                with self._seek_lock:
+                    if handle.tell() != physical:
+                        handle.seek(physical)
+                    got = 0
+                    while got < len(target):
+                        n = handle.readinto(target[got:])
+                        if not n:
+                            break
+                        got += n
+            else:
+                got = handle.preadinto(target, physical)
         finally:
             self._release(writer)
-        if len(data) != length:
-            fs, path = self.container.data_log(writer)
-            raise OSError(5, f"data log {fs.url(path)} is shorter than its index says "
-                             f"({len(data)} of {length} bytes at {physical})", self.container.url)
-        return data
+        if got != len(target):
+            raise self._short(writer, got, len(target), physical)
 
+    # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
         """Read the logical bytes at ``offset`` into ``buffer``; returns the count (short at EOF)."""
         view = memoryview(buffer).cast("B")
@@ -133,66 +235,106 @@ class PlfsReader:
             return 0
         n = end - offset
         if n <= self.SMALL_READ:
-            return self._readinto_small(view, offset, end)
-        pieces = self.index.lookup(offset, end)
-        # Holes read as zeros: zero the gaps between the pieces (sorted by logical offset).
-        gap_starts = np.concatenate(([offset], pieces["logical"] + pieces["length"]))
-        gap_ends = np.concatenate((pieces["logical"], [end]))
-        for lo, hi in zip(gap_starts[gap_ends > gap_starts].tolist(), gap_ends[gap_ends > gap_starts].tolist()):
-            view[lo - offset:hi - offset] = bytes(hi - lo)
-        if not len(pieces["logical"]):
-            return n
-        # Coalesce per writer: pieces contiguous in the writer's log become one read.
-        order = np.lexsort((pieces["physical"], pieces["writer"]))
-        wr, ph, ln, lg = (pieces[k][order] for k in ("writer", "physical", "length", "logical"))
-        joins = np.ones(len(wr), dtype=bool)
-        joins[1:] = (wr[1:] != wr[:-1]) | (ph[1:] != ph[:-1] + ln[:-1])
-        run_id = np.cumsum(joins) - 1
-        starts = np.flatnonzero(joins)
-        run_len = np.bincount(run_id, weights=ln).astype(np.int64)
-        runs = [(int(wr[s]), int(ph[s]), int(run_len[r])) for r, s in enumerate(starts)]
-        if len(runs) == 1:
-            datas = [self._read_run(*runs[0])]
+            pieces = self.index.lookup_list(offset, end)
         else:
-            futures = [self._pool.submit(self._read_run, *run) for run in runs]
-            datas = [f.result() for f in futures]
-        for r, s in enumerate(starts):
-            data = datas[r]
-            within = 0
-            stop = starts[r + 1] if r + 1 < len(starts) else len(wr)
-            for i in range(s, stop):
-                length = int(ln[i])
-                at = int(lg[i]) - offset
-                view[at:at + length] = data[within:within + length]
-                within += length
+            found = self.index.lookup(offset, end)
+            pieces = list(zip(*(found[k].tolist() for k in ("logical", "length", "physical", "writer"))))
+        self._zero_holes(view, offset, end, pieces)
+        runs = _runs(pieces, offset)
+        if self.verify == "always":
+            self._verify_touched(runs)
+        if n <= self.SMALL_READ or len(runs) == 1:
+            for run in runs:
+                self._read_run(view, run, sequential=n <= self.SMALL_READ)
+        else:
+            futures = [self._pool.submit(self._read_run, view, run) for run in runs]
+            for future in futures:
+                future.result()
         return n
 
-    #: Reads up to this size take a plain-Python path straight into the caller's buffer.
-    SMALL_READ = 4 << 20
-    #: Read buffer of each open data log.
-    LOG_BUFFER = 1 << 20
-
-    def _readinto_small(self, view, offset: int, end: int) -> int:
+    @staticmethod
+    def _zero_holes(view, offset: int, end: int, pieces) -> None:
+        """Bytes no piece covers read as zeros, written in place."""
         position = offset
-        for logical, length, physical, writer in self.index.lookup_list(offset, end):
-            if logical > position:  # a hole
-                view[position - offset:logical - offset] = bytes(logical - position)
-            at = logical - offset
-            handle = self._handle(writer)
-            try:
-                if handle.tell() != physical:
-                    handle.seek(physical)
-                got = handle.readinto(view[at:at + length])
-            finally:
-                self._release(writer)
-            if got != length:
-                fs, path = self.container.data_log(writer)
-                raise OSError(5, f"data log {fs.url(path)} is shorter than its index says "
-                                 f"({got} of {length} bytes at {physical})", self.container.url)
-            position = logical + length
+        zeros = None
+        for logical, length, _, _ in sorted(pieces):
+            if logical > position:
+                zeros = np.frombuffer(view, np.uint8) if zeros is None else zeros
+                zeros[position - offset:logical - offset] = 0
+            position = max(position, logical + length)
         if position < end:
-            view[position - offset:end - offset] = bytes(end - position)
-        return end - offset
+            zeros = np.frombuffer(view, np.uint8) if zeros is None else zeros
+            zeros[position - offset:end - offset] = 0
+
+    def _read_run(self, view, run: _Run, sequential: bool = False) -> None:
+        """Read one run into its places in ``view``, verify what it covers whole, and zero what
+        it holds of data skipped as corrupt."""
+        if len(run.segments) == 1:
+            at, length = run.segments[0]
+            data = view[at:at + length]
+            self._read_into(run.writer, run.start, data, sequential)
+        else:
+            # Pieces contiguous in the log but not in the file (a strided pattern): one read of
+            # the run, then each piece to its place.
+            data = memoryview(bytearray(run.length))
+            self._read_into(run.writer, run.start, data, sequential)
+        if self.verify == "auto":
+            self._verify_run(run, data)
+        if len(run.segments) > 1:
+            position = 0
+            for at, length in run.segments:
+                view[at:at + length] = data[position:position + length]
+                position += length
+        if run.writer in self._bad:
+            self._zero_bad(view, run)
+
+    def _verify_run(self, run: _Run, data) -> None:
+        """Check every record whose whole data ``run`` read (``data``: the run's bytes)."""
+        for row in self.index.checks.within(run.writer, run.start, run.start + run.length):
+            key = (run.writer, int(row["start"]))
+            if key in self._verified:
+                continue
+            lo, hi = int(row["start"]) - run.start, int(row["end"]) - run.start
+            if data_crc(data[lo:hi]) == int(row["crc"]):
+                self._verified.add(key)
+            else:
+                self._corrupt(row)
+
+    def _verify_touched(self, runs: list[_Run]) -> None:
+        """``verify="always"``: fetch and check every record a read touches, once per reader."""
+        for run in runs:
+            for row in self.index.checks.touching(run.writer, run.start, run.start + run.length):
+                key = (run.writer, int(row["start"]))
+                if key in self._verified:
+                    continue
+                whole = memoryview(bytearray(int(row["end"] - row["start"])))
+                self._read_into(run.writer, int(row["start"]), whole)
+                if data_crc(whole) == int(row["crc"]):
+                    self._verified.add(key)
+                else:
+                    self._corrupt(row)
+
+    def _corrupt(self, row) -> None:
+        """A record's data failed its checksum: raise, or (skip) remember to read it as zeros."""
+        fs, path = self.container.data_log(int(row["writer"]))
+        last = int(row["logical"]) + int(row["stride"]) * (int(row["count"]) - 1) + int(row["length"])
+        what = (f"data of {fs.url(path)} bytes {int(row['start'])}..{int(row['end'])} (logical "
+                f"{int(row['logical'])}..{last}) fail their CRC32C")
+        if self.on_corruption == "raise":
+            raise PlfsCorruptionError(errno.EIO, f"corrupt data: {what}; run `hpcbridge plfs check --deep`",
+                                      self.container.url)
+        warnings.warn(f"{self.container.url}: {what}: read as zeros", PlfsCorruptionWarning, stacklevel=4)
+        self._bad.setdefault(int(row["writer"]), []).append((int(row["start"]), int(row["end"])))
+
+    def _zero_bad(self, view, run: _Run) -> None:
+        position = run.start
+        zeros = np.frombuffer(view, np.uint8)
+        for at, length in run.segments:
+            for start, end in self._bad[run.writer]:
+                a, b = max(position, start), min(position + length, end)
+                if b > a:
+                    zeros[at + a - position:at + b - position] = 0
+            position += length
 
     def close(self) -> None:
         """Close the data logs."""

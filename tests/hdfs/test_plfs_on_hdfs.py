@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import hpcbridge
 import hpcbridge.plfs
+from hpcbridge.plfs.format import RECORD_SIZE
 
 pytestmark = pytest.mark.hdfs
 
@@ -45,7 +46,7 @@ def test_n1_strided_checkpoint_into_hdfs(plfs_url, webhdfs, hdfs):
             for i in (0, n // 2, n - 1):
                 assert f.pread(S, i * P * S + r * S) == bytes([(r * 7 + i) % 251 + 1]) * S
     container = fs.container(path)
-    assert [hdfs.info(p).size for _, _, p in container.index_logs()] == [56] * P  # one pattern each
+    assert [hdfs.info(p).size for _, _, p in container.index_logs()] == [RECORD_SIZE] * P  # one pattern each
     blocks = fs.block_locations(path)
     assert blocks[0].offset == 0 and blocks[-1].end == n * P * S
     assert {h for b in blocks for h in b.hosts} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
@@ -118,7 +119,7 @@ def test_corrupt_index_record_on_hdfs(plfs_url, webhdfs, hdfs):
     raw = bytearray(hdfs.read_bytes(victim))
     raw[20] ^= 0x01  # the physical offset: checksum mismatch
     hdfs.write_bytes(victim, bytes(raw))  # HDFS has no in-place write: rewrite the log
-    with pytest.raises(PlfsCorruptionError, match="corrupt index record 0 in hdfs://"):
+    with pytest.raises(PlfsCorruptionError, match=r"corrupt index: hdfs://\S+: record 0: checksum mismatch"):
         fs.read_bytes(path)
     data = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs, on_corruption="skip").read_bytes(path)
     data = data.ljust(300, b"\0")  # dropping the last writer's record also shortens the file

@@ -55,7 +55,7 @@ def test_interleaved_overlapping_writers_read_back_as_the_model(tmp_path, ops):
     fs = hpcbridge.connect("plfs+file:///")
     assert fs.info(path).size == len(model)
     assert fs.read_bytes(path) == bytes(model)
-    assert reference.read_logical(path) == bytes(model)  # the independent reader agrees
+    assert reference.read_logical(path, verify_data=len(model) <= MiB) == bytes(model)  # the independent reader agrees
     with fs.open(path) as f:
         for a in (0, len(model) // 3, max(0, len(model) - 5000)):
             assert f.pread(7000, a) == bytes(model[a:a + 7000])
@@ -85,7 +85,7 @@ def test_index_of_a_1gib_checkpoint_fits_in_1mib():
     per_rank = (1 << 30) // (S * P)
     records = np.zeros(P, RECORD)
     for r in range(P):
-        records[r] = (r * S, S, 0, 1 + r * per_rank, P * S, per_rank, r, 0, 0)
+        records[r] = (r * S, S, 0, 1 + r * per_rank, P * S, per_rank, r, 0, 0, 0, 0)
     index = GlobalIndex.build(records)
     assert index.size == per_rank * P * S and index.records == 4
     assert index.nbytes <= 1 << 20
@@ -162,7 +162,7 @@ def test_corrupt_index_record_is_named_and_others_still_read(tmp_path):
     raw = bytearray(open(victim, "rb").read())
     raw[3] ^= 0xFF  # flip a byte of the logical offset: the checksum no longer matches
     open(victim, "wb").write(bytes(raw))
-    with pytest.raises(PlfsCorruptionError, match=rf"corrupt index record 0 in file://{victim}"):
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt index: file://{victim}: record 0: checksum mismatch"):
         fs.read_bytes(path)
     skipping = hpcbridge.connect("plfs+file:///", on_corruption="skip")
     data = skipping.read_bytes(path)
@@ -233,7 +233,7 @@ def test_reopening_an_unchanged_container_reuses_its_index(tmp_path):
     load_index(container)
     reads = []
     original = container.read_index_logs
-    container.read_index_logs = lambda logs, mode="raise": reads.append(1) or original(logs, mode)
+    container.read_index_logs = lambda *args: reads.append(1) or original(*args)
     assert load_index(container)[0].size == 3000 and not reads  # from the cache
     w = fs.open_writer(path)
     w.pwrite(b"more", 3000)

@@ -57,7 +57,7 @@ def test_flatten_is_used_until_a_log_changes(tmp_path, capsys):
     capsys.readouterr()
     calls = []
     original = container.read_index_logs
-    container.read_index_logs = lambda logs, mode="raise": calls.append(1) or original(logs, mode)
+    container.read_index_logs = lambda *args: calls.append(1) or original(*args)
     index, _ = load_index(container)
     assert not calls and index.size == 5000  # served from flat.index
     f = hpcbridge.plfs.open(url, "wb", shared=True)
