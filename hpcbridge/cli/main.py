@@ -213,43 +213,60 @@ def _container(url):
     return fs, path, container
 
 
-def cmd_plfs(args) -> object:
+def _plfs_info(args, fs, path, container) -> dict:
     from ..plfs import tools
 
-    fs, path, container = _container(args.url)
-    if args.action == "info":
-        result = tools.info(container)
-        if not args.json:
-            for key, value in result.items():
-                if key == "open_writers":
-                    value = ", ".join(f"{w.get('writer', 0):08x} (pid {w.get('pid', '?')})" for w in value) or "none"
-                print(f"{key.replace('_', ' '):>17}: {value}")
-        return result
-    if args.action == "check":
-        result = tools.check(container)
-        if not args.json:
-            print(f"{result['url']}: {result['writers']} writers, logical size {result['logical_size']}, "
-                  f"{result['holes']} hole(s) of {result['hole_bytes']} bytes")
-            for problem in result["problems"]:
+    result = tools.info(container)
+    if not args.json:
+        for key, value in result.items():
+            if key == "open_writers":
+                value = ", ".join(f"{w.get('writer', 0):08x} (pid {w.get('pid', '?')})" for w in value) or "none"
+            print(f"{key.replace('_', ' '):>19}: {value}")
+    return result
+
+
+def _plfs_check(args, fs, path, container) -> dict:
+    from ..plfs import tools
+
+    result = tools.check(container, deep=args.deep)
+    if not args.json:
+        print(f"{result['url']}: {result['writers']} writers, logical size {result['logical_size']}, "
+              f"{result['holes']} hole(s) of {result['hole_bytes']} bytes"
+              + (f", {result['records_verified']} records' data verified" if args.deep else ""))
+        for log, physical, length, lo, hi in result["bad_ranges"]:
+            print(f"  BAD DATA: {log} bytes {physical}..{physical + length} = logical {lo}..{hi}")
+        for problem in result["problems"]:
+            if "fail their CRC32C" not in problem:
                 print(f"  PROBLEM: {problem}")
-            print("  healthy" if result["healthy"] else f"  {len(result['problems'])} problem(s)")
-        if not result["healthy"]:
-            args.exit_code = 1
-        return result
-    if args.action == "recover":
-        writers = tools.recover(container)
-        if not args.json:
-            print(f"recovered {len(writers)} unclosed writer(s): " + (", ".join(f"{w:08x}" for w in writers) or "none"))
-        return {"recovered": writers}
-    if args.action == "flatten":
-        result = tools.flatten(container)
-        if not args.json:
-            print(f"flattened {len(result['sources'])} index logs into {result['records']} records "
-                  f"({result['size']} logical bytes)")
-        return result
-    # export: the logical file as a plain file
-    if not args.dest:
-        raise ValueError("plfs export needs a destination: hpcbridge plfs export URL DEST")
+        for note in result["notes"]:
+            print(f"  note: {note}")
+        print("  healthy" if result["healthy"] else f"  {len(result['problems'])} problem(s)")
+    if not result["healthy"]:
+        args.exit_code = 1
+    return result
+
+
+def _plfs_recover(args, fs, path, container) -> dict:
+    from ..plfs import tools
+
+    writers = tools.recover(container)
+    if not args.json:
+        print(f"recovered {len(writers)} unclosed writer(s): " + (", ".join(f"{w:08x}" for w in writers) or "none"))
+    return {"recovered": writers}
+
+
+def _plfs_flatten(args, fs, path, container) -> dict:
+    from ..plfs import tools
+
+    result = tools.flatten(container)
+    if not args.json:
+        print(f"flattened {len(result['sources'])} index logs into {result['records']} records "
+              f"({result['size']} logical bytes)")
+    return result
+
+
+def _plfs_export(args, fs, path, container) -> dict:
+    """The logical file as a plain file."""
     dst_fs, dst = url_to_fs(os.path.abspath(args.dest) if "://" not in args.dest else args.dest)
     size = fs.info(path).size
     show = args.progress if args.progress is not None else (sys.stderr.isatty() and not args.json)
@@ -266,6 +283,15 @@ def cmd_plfs(args) -> object:
     if not args.json:
         print(f"exported {copied} bytes to {dst_fs.url(dst)}")
     return {"source": fs.url(path), "destination": dst_fs.url(dst), "bytes": copied}
+
+
+_PLFS_ACTIONS = {"info": _plfs_info, "check": _plfs_check, "recover": _plfs_recover, "flatten": _plfs_flatten,
+                 "export": _plfs_export}
+
+
+def cmd_plfs(args) -> object:
+    fs, path, container = _container(args.url)
+    return _PLFS_ACTIONS[args.action](args, fs, path, container)
 
 
 def cmd_bench(args) -> object:
@@ -327,13 +353,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dask-threads", type=int, default=1, help="threads per Dask worker (default 1)")
 
     p = add("plfs", cmd_plfs, "inspect and maintain PLFS containers (plfs+file:///..., plfs+hdfs://...)")
-    p.add_argument("action", choices=["info", "check", "recover", "flatten", "export"],
-                   help="info: writers, records, sizes; check: checksums, holes, unclosed writers (exit 1 "
-                        "on problems); recover: declare unclosed writers dead (HDFS lease recovery) so their "
-                        "synced data reads; flatten: persist the resolved index; export: write the logical "
-                        "file as a plain file")
+    p.add_argument("action", choices=list(_PLFS_ACTIONS),
+                   help="info: writers, records, sizes, format; check: index checksums, record counts, "
+                        "unindexed bytes, holes, unclosed writers, the flattened index (exit 1 on problems); "
+                        "recover: declare unclosed writers dead (HDFS lease recovery) so what they flushed "
+                        "reads; flatten: persist the resolved index; export: write the logical file as a "
+                        "plain file")
     p.add_argument("url", help="PLFS URL of the logical file")
     p.add_argument("dest", nargs="?", help="export destination (path or URL)")
+    p.set_defaults(usage_error=p.error)
+    p.add_argument("--deep", action="store_true",
+                   help="check: also read every record's data and verify its CRC32C; each bad range is "
+                        "reported as data log, physical offset, length and logical range")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bar on export")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -363,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "plfs" and args.action == "export" and not args.dest:
+        args.usage_error("plfs export needs a destination: hpcbridge plfs export URL DEST")  # exits 2
     try:
         result = args.func(args)
     except (OSError, ValueError, HpcbridgeError, TypeError) as exc:

@@ -150,6 +150,15 @@ class RawFile(io.RawIOBase):
 
     def sync(self) -> None:
         """Make written data durable (default: nothing beyond ``flush``)."""
+        self._check_open()
+
+    def readall(self) -> bytes:
+        """Read from the position to the end in one call (io's default reads 8 KiB at a time)."""
+        self._check_open()
+        buffer = bytearray(max(0, self.size() - self._pos))
+        n = self.readinto(buffer) if buffer else 0
+        del buffer[n:]
+        return bytes(buffer)
 
     def _check_access(self, offset: int, length: int) -> None:
         """What every positional call checks first: the handle is open, the range addressable."""

@@ -78,8 +78,9 @@ def copy_file(
                     progress(n)
             if sync:
                 writer.sync()
-        if copied != info.size:
-            raise dst_fs._error(errno.EIO, dst, f"copied {copied} of {info.size} bytes of {src_fs.url(src)}")
+        if copied != info.size:  # the source ended early (it shrank, or is damaged): name it
+            raise src_fs._error(errno.EIO, src, f"read {copied} of its {info.size} bytes; {dst_fs.url(dst)} "
+                                                "was left as it was")
         if not dst_fs.capabilities.rename_replaces and dst_fs.exists(dst):
             dst_fs.rm(dst)
         dst_fs.rename(partial, dst)

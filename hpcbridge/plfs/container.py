@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -18,7 +19,7 @@ from ..fs.base import FileSystem
 from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir, marker_json,
                      parse_marker, volume_marker_json)
 
-__all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError"]
+__all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError", "named_error", "errors_named"]
 
 
 class PlfsCorruptionError(OSError):
@@ -29,6 +30,24 @@ class PlfsCorruptionError(OSError):
 class MissingVolumesError(FileNotFoundError):
     """A multi-volume container was opened through some of its volumes only; the message lists
     the missing ones."""
+
+
+def named_error(exc: OSError, doing: str, container_url: str) -> OSError:
+    """``exc`` as the same OSError subclass, its message saying what was being done (naming the
+    part of the container) and its filename the container's URL."""
+    reason = exc.strerror or str(exc)
+    return OSError(exc.errno, f"{reason} (while {doing} of PLFS container {container_url})", container_url)
+
+
+@contextlib.contextmanager
+def errors_named(doing: str, container_url: str):
+    """Re-raise OS errors of the block with :func:`named_error`."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, (PlfsCorruptionError, MissingVolumesError)) or exc.errno is None:
+            raise
+        raise named_error(exc, doing, container_url) from exc
 
 
 class Damage(tuple):
@@ -104,6 +123,12 @@ class Container:
             self._check_volumes(marker)
             self._marker = marker
         return self._marker
+
+    def refuse_volume_directory(self) -> None:
+        """MissingVolumesError if this directory is a non-canonical volume of a container."""
+        detail = self._why_no_marker()
+        if detail.startswith("this is volume"):
+            raise MissingVolumesError(errno.ENOENT, detail, self.url)
 
     def _why_no_marker(self) -> str:
         """The detail of the error for a directory without a marker: a non-canonical volume of a
@@ -257,13 +282,21 @@ class Container:
         """Record that ``writer`` is open (removed at close; left behind by a crash)."""
         record = json.dumps({"writer": writer, "host": socket.gethostname(), "pid": os.getpid(),
                              "opened": time.time()}).encode()
-        with self.fs.open(f"{self.path}/{OPEN_DIR}/{writer:08x}", "xb") as f:
-            f.write(record)
+        path = f"{self.path}/{OPEN_DIR}/{writer:08x}"
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(record)
+        except FileExistsError:
+            raise  # the writer id is taken: the caller picks another
+        except OSError as exc:
+            raise named_error(exc, f"recording writer {writer:08x} as open in {self.fs.url(path)}", self.url) from exc
 
     def mark_closed(self, writer: int) -> None:
         """Remove the open-writer record."""
+        path = f"{self.path}/{OPEN_DIR}/{writer:08x}"
         try:
-            self.fs.rm(f"{self.path}/{OPEN_DIR}/{writer:08x}")
+            with errors_named(f"clearing the open record {self.fs.url(path)}", self.url):
+                self.fs.rm(path)
         except FileNotFoundError:
             pass
 
@@ -284,7 +317,9 @@ class Container:
         meta = {"writers": writers, "closed": time.time(),
                 "size": max((w["max_end"] for w in writers), default=0),
                 "max_sequence": max((w["max_sequence"] for w in writers), default=0)}
-        self.fs.write_bytes(f"{self.path}/{META_DIR}/{name}.json", json.dumps(meta).encode())
+        path = f"{self.path}/{META_DIR}/{name}.json"
+        with errors_named(f"writing the metadata record {self.fs.url(path)}", self.url):
+            self.fs.write_bytes(path, json.dumps(meta).encode())
 
     def metas(self) -> list[dict]:
         """All metadata records."""

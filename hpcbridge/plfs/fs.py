@@ -259,6 +259,7 @@ class PlfsFileSystem(FileSystem):
             raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
         if backing_info.is_dir and self._is_container(path):
             container = self.container(path)
+            container.marker  # opened through all its volumes, or MissingVolumesError
             size = container.summary_size()
             if size is None:  # a writer is open (or crashed): only the index tells
                 size = load_index(container, "skip")[0].size
@@ -377,8 +378,10 @@ class PlfsFileSystem(FileSystem):
     def _open_raw(self, path: str, mode: OpenMode):
         if mode.readable:
             if not self._is_container(path):
-                code = errno.EISDIR if self.backing.isdir(self._backing_paths(path)[0]) else errno.ENOENT
-                raise os_error(code, self.url(path), BACKEND)
+                if self.backing.isdir(self._backing_paths(path)[0]):
+                    self.container(path).refuse_volume_directory()
+                    raise os_error(errno.EISDIR, self.url(path), BACKEND)
+                raise os_error(errno.ENOENT, self.url(path), BACKEND)
             container = self.container(path)
             return _PlfsReadRaw(self, path, self.reader(container), mode)
         container = self.prepare_container(path, mode)

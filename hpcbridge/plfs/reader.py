@@ -6,9 +6,10 @@ parallel on a bounded pool for large reads), and places the bytes in the caller'
 holes are zero-filled in place. At most ``max_open`` data logs are open at once (PLFS #114 ran
 out of descriptors on wide containers).
 
-Every record of a format-2 container carries the CRC32C of the data it describes. A read
-verifies each record whose whole data it fetched anyway (``verify="auto"``, the default), or
-fetches and verifies every record it touches (``"always"``), or none (``"never"``). A mismatch
+Every record of a format-2 container carries the CRC32C of the data it describes. A reader
+verifies each record whose whole data it has fetched anyway (``verify="auto"``, the default:
+one read, or consecutive reads such as a file read front to back), or fetches and verifies
+every record a read touches (``"always"``), or none (``"never"``). A mismatch
 raises :class:`PlfsCorruptionError` naming the container, the data log and the logical range;
 with ``on_corruption="skip"`` the damaged record's bytes read as zeros and a
 :class:`PlfsCorruptionWarning` says where.
@@ -152,6 +153,8 @@ class PlfsReader:
         self.on_corruption = on_corruption
         self._verified: set[tuple[int, int]] = set()
         self._bad: dict[int, list[tuple[int, int]]] = {}  # writer: physical ranges read as zeros (skip)
+        self._partial: dict[tuple[int, int], tuple[int, int]] = {}  # record: (checked up to, its CRC so far)
+        self._state_lock = threading.Lock()
         self._seek_lock = threading.Lock()
         self._handles: collections.OrderedDict = collections.OrderedDict()
         self._in_use: dict[int, int] = {}
@@ -289,13 +292,33 @@ class PlfsReader:
             self._zero_bad(view, run)
 
     def _verify_run(self, run: _Run, data) -> None:
-        """Check every record whose whole data ``run`` read (``data``: the run's bytes)."""
-        for row in self.index.checks.within(run.writer, run.start, run.start + run.length):
-            key = (run.writer, int(row["start"]))
+        """Check the records ``run`` completes (``data``: the run's bytes, in physical order).
+
+        A record's checksum runs over its physical range, which reads in logical order visit
+        in order (each writer appends as it goes): the CRC is carried from read to read, so a
+        file read front to back in chunks of any size verifies every record once. A read that
+        does not continue where the last one stopped restarts the record.
+        """
+        a, b = run.start, run.start + run.length
+        for row in self.index.checks.touching(run.writer, a, b):
+            start, end = int(row["start"]), int(row["end"])
+            key = (run.writer, start)
             if key in self._verified:
                 continue
-            lo, hi = int(row["start"]) - run.start, int(row["end"]) - run.start
-            if data_crc(data[lo:hi]) == int(row["crc"]):
+            lo, hi = max(a, start), min(b, end)
+            with self._state_lock:
+                if lo == start:
+                    seed = 0
+                else:
+                    state = self._partial.pop(key, None)
+                    if state is None or state[0] != lo:
+                        continue  # not a continuation: this read cannot check the record
+                    seed = state[1]
+                crc = data_crc(data[lo - a:hi - a], seed)
+                if hi < end:
+                    self._partial[key] = (hi, crc)
+                    continue
+            if crc == int(row["crc"]):
                 self._verified.add(key)
             else:
                 self._corrupt(row)
@@ -318,7 +341,7 @@ class PlfsReader:
         """A record's data failed its checksum: raise, or (skip) remember to read it as zeros."""
         fs, path = self.container.data_log(int(row["writer"]))
         last = int(row["logical"]) + int(row["stride"]) * (int(row["count"]) - 1) + int(row["length"])
-        what = (f"data of {fs.url(path)} bytes {int(row['start'])}..{int(row['end'])} (logical "
+        what = (f"{fs.url(path)} bytes {int(row['start'])}..{int(row['end'])} (logical "
                 f"{int(row['logical'])}..{last}) fail their CRC32C")
         if self.on_corruption == "raise":
             raise PlfsCorruptionError(errno.EIO, f"corrupt data: {what}; run `hpcbridge plfs check --deep`",

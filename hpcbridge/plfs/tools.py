@@ -132,6 +132,7 @@ def check(container: Container, deep: bool = False) -> dict:
     problems = [d.text() for d in damage if d[3]]
     notes = [d.text() for d in damage if not d[3]]
     open_ids = {int(w.get("writer", 0)) for w in container.open_writers()}
+    recovered = {w for w, summary in container.closed_writers().items() if summary.get("recovered")}
     for writer, _, _ in logs:
         mine = records[records["writer"] == writer]
         needed = int(_record_end(mine).max()) if len(mine) else 0
@@ -148,6 +149,8 @@ def check(container: Container, deep: bool = False) -> dict:
                     f"{covered}): data no index record describes, never readable")
             if writer in open_ids:
                 notes.append(text + " (the writer is open: it may still index them, or it crashed)")
+            elif writer in recovered:
+                notes.append(text + " (written after the dead writer's last flush: lost with it)")
             else:
                 problems.append(text)
     for w in container.open_writers():

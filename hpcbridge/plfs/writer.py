@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from ..fs.file import MAX_OFFSET
-from .container import Container
+from .container import Container, errors_named, named_error
 from .format import FLAG_DATA_CRC, MAX_RECORD_SPAN, RECORD, RECORD_SIZE, data_crc, data_log_name, encode_records, \
     index_log_name
 
@@ -78,9 +78,7 @@ class _AppendLog:
 
     def error(self, exc: OSError) -> OSError:
         """``exc`` as the same OSError subclass naming the container and this log."""
-        reason = exc.strerror or str(exc)
-        return OSError(exc.errno, f"{reason} (while writing the {self.what} {self.url} of PLFS container "
-                                  f"{self.container_url})", self.container_url)
+        return named_error(exc, f"writing the {self.what} {self.url}", self.container_url)
 
     @property
     def end(self) -> int:
@@ -183,7 +181,8 @@ class PlfsWriter:
         self.checksums = checksums and container.version >= 2
         fs, hostdir = container.place(writer)
         self.visible_writes = fs.capabilities.visible_writes
-        fs.mkdir(hostdir, exist_ok=True)
+        with errors_named(f"creating the host directory {fs.url(hostdir)}", container.url):
+            fs.mkdir(hostdir, exist_ok=True)
         container.mark_open(writer)  # exclusive: a writer id in use fails here
         try:
             self.data = _AppendLog(fs, f"{hostdir}/{data_log_name(writer)}", self.DATA_BUFFER, "data log",

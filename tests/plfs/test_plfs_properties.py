@@ -11,7 +11,7 @@ import uuid
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import hpcbridge
@@ -277,3 +277,93 @@ def test_writer_ids_do_not_follow_a_reseeded_random_module(tmp_path):
     assert len({w.writer_id for w in writers}) == 10
     for w in writers:
         w.close()
+
+
+# Writers that crash: "kill" loses what a writer wrote since its last flush, as SIGKILL does
+# (its buffers are dropped, its open record stays); "crash" is the whole process dying: every
+# open writer killed, `plfs recover` (or not), and a new process (a fresh sequence counter)
+# carries on.
+CRASH_OPS = st.one_of(
+    st.tuples(st.just("write"), st.integers(0, 4), st.integers(0, 2 * MiB),
+              st.one_of(st.integers(1, 4096), st.integers(1, MiB))),
+    st.tuples(st.just("flush"), st.integers(0, 4)),
+    st.tuples(st.just("close"), st.integers(0, 4)),
+    st.tuples(st.just("kill"), st.integers(0, 4)),
+    st.tuples(st.just("crash"), st.booleans()),
+)
+
+
+def _kill(handle) -> None:
+    """What SIGKILL leaves of a writer: bytes already handed to the OS stay, buffered bytes and
+    records are gone, the open record remains (nothing of the close path runs)."""
+    writer = handle._writer
+    writer.closed = True
+    for log in (writer.data, writer.index):
+        log.raw.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(CRASH_OPS, min_size=1, max_size=24))
+@example(ops=[("write", 0, 0, 100), ("flush", 0), ("crash", False), ("write", 1, 0, 100)])  # the issue's case
+@example(ops=[("write", 0, 0, 100), ("flush", 0), ("write", 0, 50, 100), ("crash", True), ("write", 1, 0, 60)])
+def test_crashed_writers_recovered_then_more_writes_match_the_model(tmp_path, ops):
+    import itertools
+
+    from hpcbridge.plfs import tools, writer as plfs_writer
+
+    path = f"{tmp_path}/c-{uuid.uuid4().hex}"
+    url = f"plfs+file://{path}"
+    fs = hpcbridge.connect("plfs+file:///")
+    writes = []  # (writer incarnation, offset, payload), in sequence order
+    open_handles, since_flush = {}, {}
+    incarnation = itertools.count()
+    saved = plfs_writer.next_sequence()
+    try:
+        for step, op in enumerate(ops):
+            kind, w = op[:2]
+            if kind == "write":
+                if w not in open_handles:
+                    open_handles[w] = (next(incarnation), hpcbridge.plfs.open(url, "wb", shared=True))
+                    since_flush[w] = []
+                who, handle = open_handles[w]
+                payload = np.full(op[3], step % 251 + 1, dtype=np.uint8).tobytes()
+                handle.pwrite(payload, op[2])
+                writes.append((who, op[2], payload))
+                since_flush[w].append(len(writes) - 1)
+            elif kind in ("flush", "close") and w in open_handles:
+                _, handle = open_handles[w]
+                handle.flush() if kind == "flush" else open_handles.pop(w)[1].close()
+                since_flush[w] = []
+            elif kind == "kill" and w in open_handles:
+                _kill(open_handles.pop(w)[1])
+                for i in since_flush.pop(w):
+                    writes[i] = None  # lost with the writer
+            elif kind == "crash":
+                recover = op[1]
+                for slot in list(open_handles):
+                    _kill(open_handles.pop(slot)[1])
+                    for i in since_flush.pop(slot):
+                        writes[i] = None
+                if recover and fs.exists(path):
+                    tools.recover(fs.container(path))
+                plfs_writer._sequence = itertools.count(1)  # the next process starts counting again
+        for w in list(open_handles):
+            open_handles.pop(w)[1].close()
+    finally:
+        plfs_writer.advance_sequence(saved + 10**6)
+    model = bytearray()
+    for write in writes:
+        if write is None:
+            continue
+        _, offset, payload = write
+        model.extend(bytes(max(0, offset + len(payload) - len(model))))
+        model[offset:offset + len(payload)] = payload
+    if not fs.exists(path):
+        assert not model
+        return
+    container = fs.container(path)
+    tools.recover(container)  # writers killed after the last crash
+    assert fs.read_bytes(path) == bytes(model)
+    assert reference.read_logical(path, verify_data=len(model) <= MiB) == bytes(model)
+    report = tools.check(container, deep=True)
+    assert report["healthy"], report["problems"]

@@ -1,0 +1,382 @@
+"""PLFS containers return the bytes written or a clear error: one regression test per case of
+the integrity review (crashed writers and sequence order, partial volumes, flush, cut index logs,
+huge offsets, closed handles, flipped data bytes and flattened indexes, ENOSPC)."""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import numpy as np
+import pytest
+
+import hpcbridge
+import hpcbridge.plfs
+from hpcbridge.cli.main import main
+from hpcbridge.plfs.container import MissingVolumesError, PlfsCorruptionError
+from hpcbridge.plfs.format import RECORD_SIZE, decode_records, encode_records
+from hpcbridge.plfs.reader import PlfsCorruptionWarning
+from hpcbridge.plfs.tools import FLAT_INDEX, FLAT_META
+
+from . import reference
+
+MiB = 1 << 20
+
+
+def run(code: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def plfs():
+    return hpcbridge.connect("plfs+file:///")
+
+
+# -- 1. a crashed writer's flushed bytes never win over a later process's writes ---------------
+CRASH_AFTER_FLUSH = """
+    import os, signal, sys, hpcbridge.plfs
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True)
+    for i in range(50):
+        f.pwrite(b"D" * 1000, 0)  # many sequence numbers: more than a fresh process starts with
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+WRITE_AND_CLOSE = """
+    import sys, hpcbridge.plfs
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True)
+    f.pwrite(b"N" * 1000, 0)
+    f.close()
+"""
+
+
+@pytest.mark.parametrize("recover_first", [True, False], ids=["recovered", "not-recovered"])
+def test_a_later_process_wins_over_a_crashed_writers_flushed_bytes(tmp_path, recover_first):
+    url = f"plfs+file://{tmp_path}/ck"
+    assert run(CRASH_AFTER_FLUSH, url).returncode == -9
+    assert plfs().read_bytes(f"{tmp_path}/ck") == b"D" * 1000  # the flushed write survived the kill
+    if recover_first:
+        assert main(["plfs", "recover", url]) == 0
+    done = run(WRITE_AND_CLOSE, url)
+    assert done.returncode == 0, done.stderr
+    assert plfs().read_bytes(f"{tmp_path}/ck") == b"N" * 1000
+    assert reference.read_logical(f"{tmp_path}/ck") == b"N" * 1000
+    if not recover_first:
+        assert main(["plfs", "recover", url]) == 0
+    assert main(["plfs", "check", "--deep", url]) == 0
+
+
+def test_recover_records_what_the_dead_writer_left(tmp_path):
+    url = f"plfs+file://{tmp_path}/ck"
+    run(CRASH_AFTER_FLUSH, url)
+    container = plfs().container(f"{tmp_path}/ck")
+    (writer,) = [w["writer"] for w in container.open_writers()]
+    assert main(["plfs", "recover", "--json", url]) == 0
+    (meta,) = [m for m in container.metas() if m["writers"][0].get("recovered")]
+    assert meta["writers"][0]["writer"] == writer and meta["writers"][0]["records"] == 50  # one per overwrite
+    assert meta["size"] == 1000 and container.open_writers() == []
+
+
+# -- 2. several volumes: all of them, or an error naming the missing ones ----------------------
+def _three_volumes(tmp_path):
+    vols = [tmp_path / v for v in "abc"]
+    for v in vols:
+        v.mkdir()
+    url = "plfs+file://" + ",".join(f"{v}/ck" for v in vols)
+    fs = hpcbridge.connect("plfs+file://" + ",".join(str(v) for v in vols), writers_hint=9)
+    for r in range(6):
+        with fs.open_writer("/ck", writer_id=r) as w:
+            w.pwrite(bytes([r + 1]) * 1000, r * 1000)
+    return vols, url
+
+
+def test_a_container_opened_through_some_of_its_volumes_is_refused(tmp_path):
+    vols, url = _three_volumes(tmp_path)
+    with hpcbridge.plfs.open(url, "rb") as f:
+        assert f.read() == b"".join(bytes([r + 1]) * 1000 for r in range(6))
+    with pytest.raises(MissingVolumesError, match=rf"spans 3 volume.*missing file://{vols[1]}/ck, file://{vols[2]}/ck"):
+        hpcbridge.plfs.open(f"plfs+file://{vols[0]}/ck", "rb")
+    with pytest.raises(MissingVolumesError):
+        plfs().info(f"{vols[0]}/ck")
+    with pytest.raises(MissingVolumesError, match=rf"volume 1 of the PLFS container whose canonical volume is "
+                                                  rf"file://{vols[0]}/ck"):
+        hpcbridge.plfs.open(f"plfs+file://{vols[1]}/ck", "rb")
+    swapped = "plfs+file://" + ",".join(f"{v}/ck" for v in (vols[0], vols[2], vols[1]))
+    with pytest.raises(MissingVolumesError, match="is not volume 1"):
+        hpcbridge.plfs.open(swapped, "rb")
+    assert main(["plfs", "check", f"plfs+file://{vols[0]}/ck"]) == 1
+
+
+def test_a_failed_multi_volume_create_leaves_nothing_behind(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()  # the third volume's root does not exist
+    url = f"plfs+file://{tmp_path}/a/ck,{tmp_path}/b/ck,{tmp_path}/c/ck"
+    with pytest.raises(FileNotFoundError):
+        hpcbridge.plfs.open(url, "wb")
+    assert os.listdir(tmp_path / "a") == [] and os.listdir(tmp_path / "b") == []
+
+
+def test_concurrent_creators_agree_on_one_container(tmp_path):
+    """Many processes opening one new file at once (as through the mount): one creates it,
+    every writer lands in it, nothing is left of the others' attempts."""
+    import multiprocessing
+
+    url = f"plfs+file://{tmp_path}/ck"
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        pool.starmap(_write_slot, [(url, r) for r in range(12)])
+    assert plfs().read_bytes(f"{tmp_path}/ck") == b"".join(bytes([r + 1]) * 100 for r in range(12))
+    assert os.listdir(tmp_path) == ["ck"]
+
+
+def _write_slot(url, r):
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(bytes([r + 1]) * 100, r * 100)
+
+
+# -- 3. flush: what it guarantees (the HDFS case is in tests/hdfs) ----------------------------
+CRASH_WITHOUT_FLUSH = """
+    import os, signal, sys, hpcbridge.plfs
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True)
+    f.pwrite(b"F" * 5000, 0)
+    f.flush()
+    f.pwrite(b"L" * (3 << 20), 5000)  # large: straight to the data log, its record not yet written
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_flushed_data_survives_a_kill_and_unindexed_bytes_are_reported(tmp_path, capsys):
+    url = f"plfs+file://{tmp_path}/ck"
+    assert run(CRASH_WITHOUT_FLUSH, url).returncode == -9
+    assert plfs().read_bytes(f"{tmp_path}/ck") == b"F" * 5000
+    assert main(["plfs", "check", url]) == 1  # a writer never closed
+    assert main(["plfs", "recover", url]) == 0
+    capsys.readouterr()
+    assert main(["plfs", "check", "--json", url]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert any(f"{3 << 20} unindexed bytes" in n for n in report["notes"])
+
+
+# -- 4. an index log cut short: an error, not a short file ------------------------------------
+def test_a_cut_index_log_is_an_error_naming_the_log_and_the_source(tmp_path, capsys):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    with fs.open(path, "wb") as f:
+        for i in range(50):
+            f.pwrite(bytes([i + 1]) * 101, i * 101 + (i % 3) * 7)  # irregular: one record per write
+    container = fs.container(path)
+    (_, _, log), = container.index_logs()
+    size = os.path.getsize(log)
+    os.truncate(log, size - 10)
+    records = size // RECORD_SIZE
+    with pytest.raises(PlfsCorruptionError, match=rf"{log}: holds {records - 1} whole records, its writer closed "
+                                                  rf"after writing {records}: the log was cut short"):
+        fs.read_bytes(path)
+    for command in (["get", f"plfs+file://{path}", str(tmp_path / "out")],
+                    ["plfs", "export", f"plfs+file://{path}", str(tmp_path / "out")]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert "PlfsCorruptionError" in err and f"plfs+file://{path}" in err and "cut short" in err
+    assert not (tmp_path / "out").exists()
+    assert main(["plfs", "check", f"plfs+file://{path}"]) == 1
+
+
+# -- 5. offsets past 2**63-1 ------------------------------------------------------------------
+def test_offsets_are_bounded_and_a_refused_write_loses_nothing(tmp_path):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    f = fs.open(path, "wb")
+    f.pwrite(b"first", 0)
+    for offset in (2**64 + 5, 2**64 - 2, 2**63):
+        with pytest.raises(ValueError, match=rf"past the largest file offset.*plfs\+file://{path}"):
+            f.pwrite(b"x", offset)
+    with pytest.raises(ValueError, match="end past the largest file offset"):
+        f.pwrite(b"xy", 2**63 - 2)
+    f.pwrite(b"z", 2**63 - 2)  # the last addressable byte
+    f.close()
+    assert fs.info(path).size == 2**63 - 1
+    with fs.open(path) as r:
+        assert r.pread(5, 0) == b"first" and r.pread(1, 2**63 - 2) == b"z"
+        with pytest.raises(ValueError, match="past the largest file offset"):
+            r.pread(1, 2**63)
+
+
+# -- 6. closed handles ------------------------------------------------------------------------
+@pytest.mark.parametrize("url", ["plfs+file://{tmp}/ck", "memory://closed-{uid}/f", "file://{tmp}/plain"])
+def test_closed_handles_refuse_every_call(tmp_path, url):
+    url = url.format(tmp=tmp_path, uid=uuid.uuid4().hex)
+    fs, path = hpcbridge.fs.api.url_to_fs(url)
+    fs.write_bytes(path, b"0123456789")
+    for mode in ("rb", "wb"):
+        for buffering in (-1, 0):
+            f = fs.open(path, mode, buffering=buffering)
+            f.close()
+            calls = [lambda: f.pread(1, 0), lambda: f.preadinto(bytearray(1), 0), lambda: f.pwrite(b"x", 0),
+                     lambda: f.read(), lambda: f.write(b"x"), lambda: f.seek(0), lambda: f.tell(),
+                     lambda: f.flush(), lambda: f.sync()]
+            for call in calls:
+                with pytest.raises(ValueError, match="closed"):
+                    call()
+
+
+# -- 7. data checksums and the flattened index ------------------------------------------------
+def _flip_a_data_byte(fs, path, at=1234):
+    container = fs.container(path)
+    writer, _, _ = container.index_logs()[0]
+    _, data_log = container.data_log(writer)
+    raw = bytearray(open(data_log, "rb").read())
+    raw[at] ^= 0x40
+    open(data_log, "r+b").write(raw)
+    return data_log
+
+
+def _checkpoint(fs, path, writers=2, pieces=20, size=4000):
+    handles = [fs.open_writer(path) for _ in range(writers)]
+    for r, h in enumerate(handles):  # each writer's writes in a row, as an MPI rank's: one pattern record
+        for i in range(pieces):
+            h.pwrite(bytes([(i * writers + r) % 251 + 1]) * size, (i * writers + r) * size)
+    for h in handles:
+        h.close()
+    return b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+
+
+def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _checkpoint(fs, path)
+    data_log = _flip_a_data_byte(fs, path)
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt data: file://{data_log} bytes 0..80000 \(logical "
+                                                  r"\d+\.\.\d+\) fail their CRC32C") as info:
+        fs.read_bytes(path)
+    assert info.value.filename == f"plfs+file://{path}" and info.value.errno == errno.EIO
+    with fs.open(path, buffering=0) as f, pytest.raises(PlfsCorruptionError):  # read front to back in chunks:
+        while f.read(3000):  # each record is checked once its last byte is read
+            pass
+    with fs.open(path) as f:  # a read of part of a record is not checked by default...
+        assert len(f.pread(100, 0)) == 100
+    strict = hpcbridge.connect("plfs+file:///", verify="always")
+    with strict.open(path) as f, pytest.raises(PlfsCorruptionError):  # ...on request it is
+        f.pread(100, 0)  # (the first piece of one writer...
+        f.pread(100, 4000)  # ...and of the other)
+    skipping = hpcbridge.connect("plfs+file:///", on_corruption="skip")
+    with pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        data = skipping.read_bytes(path)
+    damaged = [i for i in range(0, len(expected), 4000) if data[i:i + 4000] != expected[i:i + 4000]]
+    assert all(data[i:i + 4000] == bytes(4000) for i in damaged) and len(damaged) == 20  # one writer's record
+    with pytest.raises(reference.CorruptData):  # the independent reader sees it too
+        reference.read_logical(path)
+    assert main(["plfs", "check", f"plfs+file://{path}"]) == 0  # the index is fine...
+    capsys.readouterr()
+    assert main(["plfs", "check", "--deep", "--json", f"plfs+file://{path}"]) == 1  # ...the data is not
+    report = json.loads(capsys.readouterr().out)
+    (bad,) = report["bad_ranges"]
+    assert bad[:3] == [f"file://{data_log}", 0, 80000]
+
+
+def test_checksums_can_be_switched_off_for_measurements(tmp_path, capsys):
+    fs = hpcbridge.connect("plfs+file:///", checksums=False)
+    path = f"{tmp_path}/ck"
+    _checkpoint(fs, path)
+    _flip_a_data_byte(fs, path)
+    assert len(fs.read_bytes(path)) == 160000  # nothing to check against
+    assert main(["plfs", "info", "--json", f"plfs+file://{path}"]) == 0
+    assert json.loads(capsys.readouterr().out)["checksummed_records"] == 0
+    with pytest.raises(ValueError, match="verify must be one of"):
+        hpcbridge.connect("plfs+file:///", verify="sometimes")
+
+
+def test_a_broken_flat_index_is_reported_and_not_used(tmp_path, capsys):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _checkpoint(fs, path)
+    url = f"plfs+file://{path}"
+    assert main(["plfs", "flatten", url]) == 0
+    flat = f"{path}/{FLAT_INDEX}"
+    raw = bytearray(open(flat, "rb").read())
+    raw[17] ^= 1  # a record's CRC no longer matches
+    open(flat, "wb").write(raw)
+    with pytest.warns(PlfsCorruptionWarning, match="flattened index fails its checksums"):
+        assert fs.read_bytes(path) == expected
+    assert main(["plfs", "check", url]) == 1
+    assert "flattened index fails its checksums" in capsys.readouterr().out
+
+
+def test_a_consistent_but_wrong_flat_index_is_caught_by_check(tmp_path, capsys):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    _checkpoint(fs, path)
+    url = f"plfs+file://{path}"
+    assert main(["plfs", "flatten", url]) == 0
+    records, valid, _ = decode_records(open(f"{path}/{FLAT_INDEX}", "rb").read())
+    forged = records.copy()
+    forged["physical"][0] += 4000  # valid record checksums, wrong mapping
+    data = encode_records(forged)
+    open(f"{path}/{FLAT_INDEX}", "wb").write(data)
+    meta = json.load(open(f"{path}/{FLAT_META}"))
+    meta["crc32c"] = hpcbridge.plfs.format.data_crc(data)
+    json.dump(meta, open(f"{path}/{FLAT_META}", "w"))
+    assert main(["plfs", "check", url]) == 1
+    assert "flattened index disagrees with the index logs" in capsys.readouterr().out
+
+
+# -- 8. ENOSPC and other write errors name the container and the log --------------------------
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MiB tmpfs, mounted for the test and unmounted after it (needs root)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root): no ENOSPC to provoke")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_enospc_names_the_container_and_keeps_what_reached_the_log(small_fs):
+    fs = plfs()
+    path = f"{small_fs}/ck"
+    (small_fs / "filler").write_bytes(bytes(MiB))  # removed after the failure: room to close
+    f = fs.open(path, "wb")
+    f.pwrite(b"a" * MiB, 0)
+    f.flush()  # this much is safe
+    with pytest.raises(OSError) as info:
+        for i in range(1, 8):
+            f.pwrite(bytes([i]) * MiB, i * MiB)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == f"plfs+file://{path}"
+    assert "data log" in str(info.value) and f"file://{path}/hostdir." in str(info.value)
+    written = i
+    (small_fs / "filler").unlink()
+    f.close()  # room for the index and the metadata: the writer closes
+    container = fs.container(path)
+    assert container.open_writers() == []
+    data = fs.read_bytes(path)
+    assert data[:MiB] == b"a" * MiB
+    for k in range(1, written):  # what was accepted before the failing write reads back right
+        assert data[k * MiB:(k + 1) * MiB] == bytes([k]) * MiB
+    report = hpcbridge.plfs.tools.check(container, deep=True)
+    assert report["bad_ranges"] == []
+    assert all("unindexed bytes" in p for p in report["problems"])
+
+
+def test_a_vanished_backing_directory_is_named(tmp_path):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    f = fs.open(path, "wb")
+    f.pwrite(b"x" * 100, 0)
+    shutil.rmtree(path)
+    with pytest.raises(FileNotFoundError, match=rf"PLFS container plfs\+file://{path}") as info:
+        f.close()
+    assert info.value.filename == f"plfs+file://{path}"
+
+
+# -- crashes in the model-based test -----------------------------------------------------------
+def test_record_size_is_what_the_spec_says():
+    assert RECORD_SIZE == 64 and reference.RECORD_V2.size == 64
+    assert reference.crc32c(b"123456789") == 0xE3069283  # the CRC32C check value (RFC 3720)
+    assert hpcbridge.plfs.format.data_crc(b"123456789") == 0xE3069283
+    assert hpcbridge.plfs.format.data_crc(np.arange(1000, dtype=np.uint8)) == \
+        reference.crc32c(np.arange(1000, dtype=np.uint8).tobytes())
