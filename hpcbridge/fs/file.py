@@ -155,6 +155,8 @@ class RawFile(io.RawIOBase):
     def readall(self) -> bytes:
         """Read from the position to the end in one call (io's default reads 8 KiB at a time)."""
         self._check_open()
+        if not self._open_mode.readable:
+            raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
         buffer = bytearray(max(0, self.size() - self._pos))
         n = self.readinto(buffer) if buffer else 0
         del buffer[n:]

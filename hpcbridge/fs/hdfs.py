@@ -318,10 +318,12 @@ class _HdfsWriteRaw(RawFile):
 
     def pwrite(self, data, offset: int) -> int:
         """Refused: HDFS has no positional write."""
+        self._check_open()
         raise io.UnsupportedOperation(f"pwrite on {self.url}: {PLFS_ADVICE}")
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Only the current position is reachable: HDFS writes are sequential."""
+        self._check_open()
         target = {io.SEEK_SET: offset, io.SEEK_CUR: self._pos + offset, io.SEEK_END: self._pos + offset}[whence]
         if target != self._pos:
             raise io.UnsupportedOperation(f"seek on {self.url} open for writing: {PLFS_ADVICE}")
@@ -329,6 +331,7 @@ class _HdfsWriteRaw(RawFile):
 
     def sync(self) -> None:
         """hsync: the data written so far is durable and visible to readers."""
+        self._check_open()
         self._fs._call("hsync", self._path, self._writer.hsync, io_call=True)
 
     def close(self) -> None:

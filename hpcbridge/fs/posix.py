@@ -76,6 +76,20 @@ class PosixRawFile(io.FileIO):
             raise ValueError(f"I/O operation on closed file {self.url}")
         check_range(offset, length, self.url)
 
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """As FileIO's, with the errors of the other backends (ValueError naming the URL)."""
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.url}")
+        try:
+            return super().seek(offset, whence)
+        except OverflowError:
+            raise ValueError(f"seek position {offset} is past the largest file offset (2**63-1) "
+                             f"for {self.url}") from None
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            raise ValueError(f"negative seek position (offset {offset}, whence {whence}) for {self.url}") from None
+
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` until it is full or the file ends."""
         view = memoryview(buffer).cast("B")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .file import check_offset
+from .file import MAX_OFFSET, buffer_length, check_range
 
 __all__ = ["ReadaheadReader", "ReadaheadStats", "DEFAULT_READAHEAD"]
 
@@ -130,6 +130,8 @@ class ReadaheadReader(io.BufferedIOBase):
             raise ValueError(f"invalid whence {whence} for {self.url}")
         if base + offset < 0:
             raise ValueError(f"negative seek position {base + offset} for {self.url}")
+        if base + offset > MAX_OFFSET:
+            raise ValueError(f"seek position {base + offset} is past the largest file offset (2**63-1) for {self.url}")
         self._pos = base + offset
         return self._pos
 
@@ -263,22 +265,27 @@ class ReadaheadReader(io.BufferedIOBase):
     # -- positional --------------------------------------------------------------------------
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` directly (no window, position unchanged)."""
-        check_offset(offset, self.url)
-        check_offset(size, self.url, "size")
         self._check_open()
+        check_range(offset, size, self.url, "size")
         return self.raw.pread(min(size, max(0, self._size - offset)), offset)
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` directly; returns the byte count."""
-        check_offset(offset, self.url)
         self._check_open()
+        check_range(offset, buffer_length(buffer, self.url), self.url)
         return self.raw.preadinto(buffer, offset)
+
+    def sync(self) -> None:
+        """Nothing to make durable on a read-only file (as on the other backends' readers)."""
+        self._check_open()
 
     # -- refusals ----------------------------------------------------------------------------
     def write(self, data) -> int:
         """Refused: the file is read-only."""
+        self._check_open()
         raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode 'rb')")
 
     def pwrite(self, data, offset: int) -> int:
         """Refused: the file is read-only."""
+        self._check_open()
         raise io.UnsupportedOperation(f"pwrite: {self.url} is open read-only (mode 'rb')")

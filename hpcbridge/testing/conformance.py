@@ -395,6 +395,53 @@ class FileSystemConformance:
             with pytest.raises(ValueError, match="negative size"):
                 f.pread(-1, 0)
 
+    def test_offsets_past_2_63_are_refused_naming_the_url(self, fs, root):
+        """Every byte an access touches must have an offset <= 2**63-1 (off_t, Java's long)."""
+        path = f"{root}/big.bin"
+        fs.write_bytes(path, b"abc")
+        url = re.escape(fs.url(path))
+        for offset in (2**63, 2**64, 2**64 + 5):
+            with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
+                fs.pread(path, offset, 1)
+            if fs.capabilities.positional_write:
+                with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
+                    fs.pwrite(path, b"x", offset)
+        with pytest.raises(ValueError, match=f"end past the largest file offset.*{url}"):
+            fs.pread(path, 2**63 - 1, 2)
+        with fs.open(path, "rb") as f, fs.open(path, "rb", buffering=0) as raw:
+            for handle in (f, raw):
+                with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
+                    handle.pread(1, 2**63)
+                with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
+                    handle.preadinto(bytearray(2), 2**63 - 1)
+            with pytest.raises(ValueError, match="past the largest file offset"):
+                raw.seek(2**63)
+            assert f.pread(1, 2**63 - 2) == b""  # addressable, past the end: nothing
+
+    def test_closed_handles_refuse_every_call(self, fs, root):
+        path = f"{root}/closed.bin"
+        fs.write_bytes(path, b"0123456789")
+        for mode in ("rb", "wb"):
+            for buffering in (-1, 0):
+                f = fs.open(path, mode, buffering=buffering)
+                f.close()
+                for call in (lambda: f.pread(1, 0), lambda: f.preadinto(bytearray(1), 0),
+                             lambda: f.pwrite(b"x", 0), lambda: f.read(), lambda: f.write(b"x"),
+                             lambda: f.seek(0), lambda: f.tell(), lambda: f.flush(), lambda: f.sync()):
+                    with pytest.raises(ValueError, match="closed"):
+                        call()
+
+    def test_visible_writes(self, fs, root):
+        """Where ``visible_writes`` holds, bytes written through an unbuffered handle can be read
+        by another handle before any flush or close."""
+        if not fs.capabilities.visible_writes:
+            pytest.skip(f"{fs.backend_name}: writes are published by sync/close only")
+        path = f"{root}/visible.bin"
+        with fs.open(path, "wb", buffering=0) as w:
+            w.write(b"seen before close")
+            with fs.open(path, "rb") as r:
+                assert r.read() == b"seen before close"
+
     def test_relative_and_foreign_paths_are_refused(self, fs):
         with pytest.raises(InvalidURLError, match="relative"):
             fs.info("relative/path")

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import uuid
 
 import numpy as np
 import pytest
@@ -203,23 +202,7 @@ def test_offsets_are_bounded_and_a_refused_write_loses_nothing(tmp_path):
             r.pread(1, 2**63)
 
 
-# -- 6. closed handles ------------------------------------------------------------------------
-@pytest.mark.parametrize("url", ["plfs+file://{tmp}/ck", "memory://closed-{uid}/f", "file://{tmp}/plain"])
-def test_closed_handles_refuse_every_call(tmp_path, url):
-    url = url.format(tmp=tmp_path, uid=uuid.uuid4().hex)
-    fs, path = hpcbridge.fs.api.url_to_fs(url)
-    fs.write_bytes(path, b"0123456789")
-    for mode in ("rb", "wb"):
-        for buffering in (-1, 0):
-            f = fs.open(path, mode, buffering=buffering)
-            f.close()
-            calls = [lambda: f.pread(1, 0), lambda: f.preadinto(bytearray(1), 0), lambda: f.pwrite(b"x", 0),
-                     lambda: f.read(), lambda: f.write(b"x"), lambda: f.seek(0), lambda: f.tell(),
-                     lambda: f.flush(), lambda: f.sync()]
-            for call in calls:
-                with pytest.raises(ValueError, match="closed"):
-                    call()
-
+# -- 6. closed handles: the conformance suite's test_closed_handles_refuse_every_call, every backend
 
 # -- 7. data checksums and the flattened index ------------------------------------------------
 def _flip_a_data_byte(fs, path, at=1234):
