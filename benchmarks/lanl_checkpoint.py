@@ -5,7 +5,9 @@ in ONE run under mpirun:
 * mpiio-coll   : MPI-IO, one shared file, collective write_at_all / read_at_all;
 * plfs-posix   : hpcbridge PLFS container on the POSIX directory (collective open, pwrite);
 * plfs-hdfs    : the same over HDFS (with --hdfs URL, or --hdfs testbed to start one);
-* n-n          : file per process (the upper bound).
+* n-n          : file per process (the upper bound);
+* plfs-posix-nocrc : PLFS on POSIX with data checksums off (with --checksums both: what the
+  CRC32C of every record costs, written and verified on read, as a ratio to plfs-posix).
 
 Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
 test: barrier, open, writes, sync, close, barrier; the read phase reads with ranks shifted by one
@@ -16,7 +18,7 @@ total bytes / (first open .. last close). Modes are interleaved over --repetitio
 order); targets use the median over repetitions of the paired ratio (both modes of a repetition
 ran back to back).
 Targets (4 ranks, 64 MiB per rank, 47001 B): PLFS write >= 0.9x N-N and >= 1.3x MPI-IO
-independent; PLFS read >= 0.8x N-N.
+independent; PLFS read >= 0.8x N-N; with checksums >= 0.95x without, write and read.
 
     mpirun -n 4 python benchmarks/lanl_checkpoint.py [--per-rank 64M] [--unit 47001] [--dir DIR]
 """
@@ -85,16 +87,16 @@ def read_mpiio(comm, path, owner, nobj, size, collective):
     return bad
 
 
-def write_plfs(comm, url, ckpt, rank, nobj, size):
-    f = hpcbridge.plfs.open(url, "wb", comm=comm)
+def write_plfs(comm, url, ckpt, rank, nobj, size, checksums=True):
+    f = hpcbridge.plfs.open(url, "wb", comm=comm, checksums=checksums)
     for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
         f.pwrite(ckpt.object(rank, i), off)
     f.sync()
     f.close()
 
 
-def read_plfs(comm, url, owner, nobj, size):
-    f = hpcbridge.plfs.open(url, "rb", comm=comm)
+def read_plfs(comm, url, owner, nobj, size, checksums=True):
+    f = hpcbridge.plfs.open(url, "rb", comm=comm, verify="auto" if checksums else "never")
     buf = np.empty(size, np.uint8)
     bad = 0
     for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
@@ -163,6 +165,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cache", choices=["drop", "keep"], default="drop" if can_drop_caches() else "keep",
                         help="drop the page cache before each read phase (default when root), so reads come "
                              "from storage as in the LANL test, or keep it")
+    parser.add_argument("--checksums", choices=["on", "off", "both"], default="on",
+                        help="PLFS data checksums (CRC32C per record, verified on read): on (default), off, "
+                             "or both (adds mode plfs-posix-nocrc and the cost ratios)")
     parser.add_argument("--output", default="results/lanl_checkpoint.json")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
@@ -187,7 +192,9 @@ def main(argv=None) -> int:
     base, hdfs = comm.bcast((base, hdfs), root=0)
     ckpt = Checkpoint(rank, size)
     owner = (rank + 1) % nranks  # read what the next rank wrote
-    modes = ["mpiio-indep", "mpiio-coll", "plfs-posix", "n-n"] + (["plfs-hdfs"] if hdfs else [])
+    modes = ["mpiio-indep", "mpiio-coll", "plfs-posix", "n-n"] + (["plfs-hdfs"] if hdfs else []) \
+        + (["plfs-posix-nocrc"] if args.checksums == "both" else [])
+    checksums = args.checksums != "off"
     samples = {m: {"write": [], "read": []} for m in modes}
     bad_total = 0
     try:
@@ -204,16 +211,17 @@ def main(argv=None) -> int:
                     w, _ = timed(comm, lambda c: write_mpiio(c, path, ckpt, rank, nobj, size, coll))
                     drop_caches(comm, args.cache == "drop")
                     r, bad = timed(comm, lambda c: read_mpiio(c, path, owner, nobj, size, coll))
-                elif mode == "plfs-posix":
+                elif mode.startswith("plfs-posix"):
                     url = f"plfs+file://{base}/{tag}.plfs"
-                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size))
+                    crc = checksums and mode == "plfs-posix"
+                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, crc))
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size))
+                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, crc))
                 elif mode == "plfs-hdfs":
                     url = hdfs[0].replace("hdfs://", "plfs+hdfs://") + f"/lanl/{tag}"
-                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size))
+                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, checksums))
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size))
+                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, checksums))
                 else:
                     directory = f"{base}/{tag}.nn"
                     if rank == 0:
@@ -252,13 +260,17 @@ def main(argv=None) -> int:
         "plfs_read_vs_nn": paired("plfs-posix", "n-n", "read"),
         "plfs_write_vs_mpiio_coll": paired("plfs-posix", "mpiio-coll", "write"),
     }
+    if "plfs-posix-nocrc" in samples:
+        ratios["checksums_write_vs_off"] = paired("plfs-posix", "plfs-posix-nocrc", "write")
+        ratios["checksums_read_vs_off"] = paired("plfs-posix", "plfs-posix-nocrc", "read")
     ratios_of_medians = {
         "plfs_write_vs_nn": med["plfs-posix"]["write"] / med["n-n"]["write"],
         "plfs_write_vs_mpiio_indep": med["plfs-posix"]["write"] / med["mpiio-indep"]["write"],
         "plfs_read_vs_nn": med["plfs-posix"]["read"] / med["n-n"]["read"],
     }
     met = (ratios["plfs_write_vs_nn"] >= 0.9 and ratios["plfs_write_vs_mpiio_indep"] >= 1.3
-           and ratios["plfs_read_vs_nn"] >= 0.8 and bad_total == 0)
+           and ratios["plfs_read_vs_nn"] >= 0.8 and bad_total == 0
+           and all(ratios[k] >= 0.95 for k in ("checksums_write_vs_off", "checksums_read_vs_off") if k in ratios))
     print(f"LANL N-1 strided, {nranks} ranks x {nobj * size / 2**20:.1f} MiB, unit {size} B, "
           f"medians of {args.repetitions}, page cache {'dropped' if args.cache == 'drop' else 'kept'} "
           f"before reads (MB/s):")
@@ -270,9 +282,13 @@ def main(argv=None) -> int:
     print("  ratios of the medians: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios_of_medians.items()))
     if "plfs-hdfs" in med:
         print(f"  PLFS on HDFS: write {med['plfs-hdfs']['write']:.1f}, read {med['plfs-hdfs']['read']:.1f} MB/s")
+    if "checksums_write_vs_off" in ratios:
+        print(f"  checksums on/off (paired): write {ratios['checksums_write_vs_off']:.3f}, "
+              f"read {ratios['checksums_read_vs_off']:.3f} (>= 0.95)")
     print(f"  objects failing verification: {bad_total}")
     print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
     write_json(args.output, {"benchmark": "lanl_checkpoint", "ranks": nranks, "cache": args.cache,
+                             "checksums": args.checksums,
                              "unit": size, "objects": nobj,
                              "bytes": total, "samples_MBps": samples, "median_MBps": med, "ratios": ratios,
                              "ratios_of_medians": ratios_of_medians,

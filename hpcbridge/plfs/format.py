@@ -97,8 +97,15 @@ def _record_crcs(raw: np.ndarray, span: int, function) -> np.ndarray:
     return np.fromiter((function(row.tobytes()) for row in rows), dtype=np.uint32, count=len(raw))
 
 
-def encode_records(records: np.ndarray) -> bytes:
-    """Fill in the record checksums of version-2 ``records`` and return their bytes."""
+def encode_records(records: np.ndarray, version: int = VERSION) -> bytes:
+    """The bytes of ``records`` (version-2 records in memory) in an index log of format
+    ``version``, record checksums filled in (version 1 drops the data checksums)."""
+    if version < 2:
+        old = np.zeros(len(records), dtype=RECORD_V1)
+        for name in ("logical", "length", "physical", "sequence", "stride", "count", "writer"):
+            old[name] = records[name]
+        old["crc"] = _record_crcs(old, _V1_CRC_SPAN, zlib.crc32)
+        return old.tobytes()
     out = np.array(records, dtype=RECORD, copy=True)
     out["reserved"] = 0
     out["crc"] = _record_crcs(out, _CRC_SPAN, _crc32c.crc32c)

@@ -300,8 +300,7 @@ class PlfsReader:
         does not continue where the last one stopped restarts the record.
         """
         a, b = run.start, run.start + run.length
-        for row in self.index.checks.touching(run.writer, a, b):
-            start, end = int(row["start"]), int(row["end"])
+        for start, end, expected, row in self.index.checks.touching(run.writer, a, b):
             key = (run.writer, start)
             if key in self._verified:
                 continue
@@ -318,7 +317,7 @@ class PlfsReader:
                 if hi < end:
                     self._partial[key] = (hi, crc)
                     continue
-            if crc == int(row["crc"]):
+            if crc == expected:
                 self._verified.add(key)
             else:
                 self._corrupt(row)
@@ -326,19 +325,20 @@ class PlfsReader:
     def _verify_touched(self, runs: list[_Run]) -> None:
         """``verify="always"``: fetch and check every record a read touches, once per reader."""
         for run in runs:
-            for row in self.index.checks.touching(run.writer, run.start, run.start + run.length):
-                key = (run.writer, int(row["start"]))
+            for start, end, expected, row in self.index.checks.touching(run.writer, run.start, run.start + run.length):
+                key = (run.writer, start)
                 if key in self._verified:
                     continue
-                whole = memoryview(bytearray(int(row["end"] - row["start"])))
-                self._read_into(run.writer, int(row["start"]), whole)
-                if data_crc(whole) == int(row["crc"]):
+                whole = memoryview(bytearray(end - start))
+                self._read_into(run.writer, start, whole)
+                if data_crc(whole) == expected:
                     self._verified.add(key)
                 else:
                     self._corrupt(row)
 
-    def _corrupt(self, row) -> None:
+    def _corrupt(self, row: int) -> None:
         """A record's data failed its checksum: raise, or (skip) remember to read it as zeros."""
+        row = self.index.checks.table[row]
         fs, path = self.container.data_log(int(row["writer"]))
         last = int(row["logical"]) + int(row["stride"]) * (int(row["count"]) - 1) + int(row["length"])
         what = (f"{fs.url(path)} bytes {int(row['start'])}..{int(row['end'])} (logical "

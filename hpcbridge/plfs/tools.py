@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from .container import Container, Damage
-from .format import FLAG_DATA_CRC, RECORD, RECORD_SIZE, data_crc, decode_records, encode_records
+from .format import FLAG_DATA_CRC, RECORD, data_crc, decode_records, encode_records, record_size
 from .index import CHECK, Checks, GlobalIndex
 
 __all__ = ["info", "check", "flatten", "recover", "FLAT_INDEX", "FLAT_META", "load_flat"]
@@ -259,4 +259,4 @@ def _recovered_summary(container: Container, writer: int, open_record: dict) -> 
     return {"writer": writer, "bytes": have, "max_end": int(ends.max()) if count else 0,
             "max_sequence": int(last.max()) if count else 0, "records": count,
             "recovered": True, "host": open_record.get("host"), "pid": open_record.get("pid"),
-            "ignored_records": len(records) - count, "torn_bytes": len(raw) % RECORD_SIZE}
+            "ignored_records": len(records) - count, "torn_bytes": len(raw) % record_size(container.version)}

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..fs.file import MAX_OFFSET
 from .container import Container, errors_named, named_error
-from .format import FLAG_DATA_CRC, MAX_RECORD_SPAN, RECORD, RECORD_SIZE, data_crc, data_log_name, encode_records, \
-    index_log_name
+from .format import FLAG_DATA_CRC, MAX_RECORD_SPAN, RECORD, data_crc, data_log_name, encode_records, \
+    index_log_name, record_size
 
 __all__ = ["PlfsWriter", "next_sequence", "advance_sequence"]
 
@@ -178,7 +178,8 @@ class PlfsWriter:
         self.container = container
         self.writer = writer
         self.index_batch = index_batch
-        self.checksums = checksums and container.version >= 2
+        self.version = container.version  # a writer joining a version-1 container writes its records
+        self.checksums = checksums and self.version >= 2
         fs, hostdir = container.place(writer)
         self.visible_writes = fs.capabilities.visible_writes
         with errors_named(f"creating the host directory {fs.url(hostdir)}", container.url):
@@ -209,7 +210,7 @@ class PlfsWriter:
     @property
     def records_written(self) -> int:
         """Index records that reached the index log."""
-        return self.index.reached // RECORD_SIZE
+        return self.index.reached // record_size(self.version)
 
     def write(self, data, logical: int) -> int:
         """Append ``data`` to the data log as the bytes at ``logical``; returns the count."""
@@ -280,7 +281,7 @@ class PlfsWriter:
         records["flags"] = FLAG_DATA_CRC if self.checksums else 0
         ends = records["logical"] + records["stride"] * (records["count"].astype(np.uint64) - 1) + records["length"]
         self._indexed_end = max(self._indexed_end, int(ends.max()))
-        self.index.append(memoryview(encode_records(records)))
+        self.index.append(memoryview(encode_records(records, self.version)))
         self._pending = []
 
     def _flush_logs(self, publish: bool, durable: bool = False) -> None:

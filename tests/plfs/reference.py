@@ -86,20 +86,25 @@ def read_logical(container: str, verify_data: bool = True) -> bytes:
     return bytes(out)
 
 
-def write_logical(container: str, data: bytes, writer: int = 7) -> None:
-    """Create a format-2 container holding ``data`` from one writer with one record."""
+def write_logical(container: str, data: bytes, writer: int = 7, version: int = 2) -> None:
+    """Create a container of format ``version`` holding ``data`` from one writer, one record."""
     os.makedirs(os.path.join(container, "hostdir.0"), exist_ok=True)
     os.makedirs(os.path.join(container, "meta"), exist_ok=True)
     os.makedirs(os.path.join(container, "openhosts"), exist_ok=True)
     with open(os.path.join(container, ".plfscontainer"), "w") as f:
-        json.dump({"format": "hpcbridge-plfs", "version": 2, "host_dirs": 1, "volumes": 1,
-                   "volume_urls": [f"file://{container}"], "id": "reference", "checksum": "crc32c"}, f)
+        marker = {"format": "hpcbridge-plfs", "version": version, "host_dirs": 1, "volumes": 1}
+        if version >= 2:
+            marker.update({"volume_urls": [f"file://{container}"], "id": "reference", "checksum": "crc32c"})
+        json.dump(marker, f)
     with open(os.path.join(container, "hostdir.0", f"data.{writer:08x}"), "wb") as f:
         f.write(data)
     record = b""
-    if data:
+    if data and version >= 2:
         head = RECORD_V2.pack(0, len(data), 0, 1, 0, 1, writer, FLAG_DATA_CRC, crc32c(data), 0, 0)[:60]
         record = head + struct.pack("<I", crc32c(head))
+    elif data:
+        head = RECORD_V1.pack(0, len(data), 0, 1, 0, 1, writer, 0, 0)[:48]
+        record = head + struct.pack("<II", zlib.crc32(head), 0)
     with open(os.path.join(container, "hostdir.0", f"index.{writer:08x}"), "wb") as f:
         f.write(record)
     meta = {"writers": [{"writer": writer, "bytes": len(data), "max_end": len(data), "max_sequence": 1,

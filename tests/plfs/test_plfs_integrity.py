@@ -363,3 +363,21 @@ def test_record_size_is_what_the_spec_says():
     assert hpcbridge.plfs.format.data_crc(b"123456789") == 0xE3069283
     assert hpcbridge.plfs.format.data_crc(np.arange(1000, dtype=np.uint8)) == \
         reference.crc32c(np.arange(1000, dtype=np.uint8).tobytes())
+
+
+def test_version_1_containers_stay_readable_and_writable(tmp_path, capsys):
+    path = f"{tmp_path}/v1"
+    reference.write_logical(path, b"old" * 1000, version=1)
+    fs = plfs()
+    assert fs.read_bytes(path) == b"old" * 1000
+    assert main(["plfs", "info", "--json", f"plfs+file://{path}"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format_version"] == 1 and info["data_checks"].startswith("none")
+    with fs.open_writer(path) as w:  # one more writer: version-1 records, as the container's
+        w.pwrite(b"new", 0)
+    assert {os.path.getsize(p) for _, _, p in fs.container(path).index_logs()} == {56}
+    assert fs.read_bytes(path) == b"new" + (b"old" * 1000)[3:]
+    assert reference.read_logical(path) == b"new" + (b"old" * 1000)[3:]
+    assert main(["plfs", "check", "--deep", f"plfs+file://{path}"]) == 0
+    fs.write_bytes(path, b"rewritten")  # "wb": a fresh container, version 2
+    assert fs.container(path).version == 2 and fs.read_bytes(path) == b"rewritten"
