@@ -163,3 +163,47 @@ def test_flushed_data_survives_a_killed_writer_on_hdfs_and_a_later_process_wins(
     expected[:1024] = b"N" * 1024
     with hpcbridge.plfs.open(url, "rb", webhdfs=webhdfs) as f:
         assert f.read() == expected
+
+
+def test_integrity_checks_on_hdfs(plfs_url, webhdfs, hdfs, hdfs_cluster):
+    """The integrity review's cases on HDFS backing: a flipped data byte, an index log cut
+    short, a container opened through one of its two volumes, a vanished log directory."""
+    from hpcbridge.plfs.container import MissingVolumesError, PlfsCorruptionError
+
+    root = plfs_url.split("127.0.0.1:")[1].split("/", 1)[1]
+    base = f"plfs+hdfs://127.0.0.1:{hdfs_cluster.info.rpc_port}"
+    fs = hpcbridge.connect(f"{base}/", webhdfs=webhdfs)
+    path = f"/{root}/ck"
+    with fs.open(path, "wb") as f:
+        for i in range(30):
+            f.pwrite(bytes([i + 1]) * 10_000, i * 10_000)
+    container = fs.container(path)
+    (writer, _, index_log), = container.index_logs()
+    _, data_log = container.data_log(writer)
+    good_data, good_index = hdfs.read_bytes(data_log), hdfs.read_bytes(index_log)
+    flipped = bytearray(good_data)
+    flipped[12_345] ^= 0x10
+    hdfs.write_bytes(data_log, bytes(flipped))  # HDFS has no in-place write: rewrite the log
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt data: hdfs://\S+{data_log} bytes 0\.\.300000"):
+        fs.read_bytes(path)
+    hdfs.write_bytes(data_log, good_data)
+    hdfs.write_bytes(index_log, good_index[:-10])
+    with pytest.raises(PlfsCorruptionError, match="cut short"):
+        fs.read_bytes(path)
+    hdfs.write_bytes(index_log, good_index)
+    assert fs.read_bytes(path) == b"".join(bytes([i + 1]) * 10_000 for i in range(30))
+
+    two = hpcbridge.connect(f"{base}/{root}/a,/{root}/b", webhdfs=webhdfs, writers_hint=4)
+    hdfs.mkdir(f"/{root}/a")
+    hdfs.mkdir(f"/{root}/b")
+    for r in range(2):
+        with two.open_writer("/ck", writer_id=r) as w:
+            w.pwrite(bytes([r + 1]) * 100, r * 100)
+    with pytest.raises(MissingVolumesError, match=rf"missing hdfs://127.0.0.1:\d+/{root}/b/ck"):
+        hpcbridge.plfs.open(f"{base}/{root}/a/ck", "rb", webhdfs=webhdfs)
+
+    f = fs.open(f"/{root}/gone", "wb")
+    f.pwrite(b"x" * 100, 0)
+    hdfs.rm(f"/{root}/gone", recursive=True)
+    with pytest.raises(OSError, match=rf"PLFS container plfs\+hdfs://\S+/{root}/gone"):
+        f.close()
