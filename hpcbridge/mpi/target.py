@@ -367,7 +367,9 @@ def _open_plfs(comm, url, fs, path: str, mode: AccessMode, **options) -> Target:
                                           "(MPI.MODE_CREATE without truncation is not supported on PLFS)")
     plfs_mode = "rb" if mode.read else ("xb" if mode.exclusive else "wb")
     handle = plfs.open(url, plfs_mode, comm=comm, **options)
-    raw = getattr(handle, "raw", handle)
+    # Read handles come buffered: take their raw file out (detach), or the buffer's finaliser
+    # would close it under us.
+    raw = handle.detach() if isinstance(handle, io.BufferedIOBase) else handle
     # Log-structured: every writer appends to its own log, so no domain alignment is needed to
     # avoid lock conflicts; align to 1 MiB anyway so domains stay readable in traces.
     return Target(fs, path, raw, mode, 1 << 20, read_modify_write=False)
