@@ -9,5 +9,7 @@ The format is specified in docs/plfs-format.md.
 """
 
 from .api import open
+from .container import MissingVolumesError, PlfsCorruptionError
+from .reader import PlfsCorruptionWarning
 
-__all__ = ["open"]
+__all__ = ["open", "PlfsCorruptionError", "PlfsCorruptionWarning", "MissingVolumesError"]

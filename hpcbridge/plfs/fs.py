@@ -157,9 +157,9 @@ class PlfsFileSystem(FileSystem):
         ``"raise"`` (default) or ``"skip"`` damaged index records and data when reading
         (skipped data reads as zeros, with a :class:`~hpcbridge.plfs.reader.PlfsCorruptionWarning`).
     verify:
-        Data checks on read: ``"auto"`` (default: every record whose whole data a read fetches
-        anyway), ``"always"`` (every record a read touches, fetched whole once per handle) or
-        ``"never"``.
+        Data checks on read: ``"auto"`` (default: every record whose whole data a handle has
+        fetched, in one read or in consecutive ones), ``"always"`` (every record a read touches,
+        fetched whole once per handle) or ``"never"``.
     checksums:
         Record a CRC32C of the data with every index record (default). ``False`` only to
         measure what the checksums cost.

@@ -85,11 +85,6 @@ class _AppendLog:
         """Bytes appended so far, buffered ones included."""
         return self.reached + self._fill
 
-    @property
-    def buffered(self) -> int:
-        """Bytes appended but not yet written to the backing store."""
-        return self._fill
-
     def discard(self) -> None:
         """Forget the buffered bytes (they will never be written)."""
         self._fill = 0
@@ -105,9 +100,7 @@ class _AppendLog:
                     raise OSError(5, "the backing store accepted no bytes")
                 written += n
         except OSError as exc:
-            # Without its traceback the error holds no frame that still exports the buffer
-            # (flush then shrinks it).
-            return exc.with_traceback(None)
+            return exc
         finally:
             self.reached += written
         return None
