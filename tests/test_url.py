@@ -21,6 +21,8 @@ from hpcbridge.fs.url import parse_url
     ("plfs+hdfs://nn:9820/ckpt", "plfs+hdfs", "nn:9820", "/ckpt"),
     ("plfs+file:///a,/b,/c", "plfs+file", "", "/a,/b,/c"),
     ("memory://store/k", "memory", "store", "/k"),
+    ("hdfs://[::1]:51199/x", "hdfs", "[::1]:51199", "/x"),
+    ("hdfs://root@nn.example.org:65535/x", "hdfs", "root@nn.example.org:65535", "/x"),
 ])
 def test_accepted_forms(text, scheme, netloc, path):
     url = parse_url(text)
@@ -42,6 +44,17 @@ def test_pathlike_and_roundtrip():
     ("file://otherhost/x", "this machine only"),
     ("/bad\0path", "NUL"),
     ("plfs+://x/y", "lacks its inner scheme"),
+    ("hdfs://127.0.0.1:99999/x", r"port 99999 is out of range \(1-65535\)"),
+    ("hdfs://nn:0/x", "port 0 is out of range"),
+    ("hdfs://nn:-1/x", "invalid port '-1'"),
+    ("hdfs://nn:９/x", "invalid port"),
+    ("hdfs://bad host:51199/", "invalid host name 'bad host'"),
+    ("hdfs://[::1/x", "without its closing"),
+    ("hdfs://[zz::1]:1/x", "not an IPv6 address"),
+    ("hdfs://[::1]x/", "unexpected 'x'"),
+    ("hdfs://us er@nn:1/", "invalid user name"),
+    ("plfs+", "composite scheme needs '://'"),
+    ("plfs+hdfs://nn:1/a/ck,hdfs://nn:1/c", "volumes after the first are paths"),
 ])
 def test_refused_forms_name_the_url(text, message):
     with pytest.raises(InvalidURLError, match=message) as excinfo:
@@ -52,3 +65,18 @@ def test_refused_forms_name_the_url(text, message):
 def test_non_string_is_a_type_error():
     with pytest.raises(TypeError, match="expected a URL"):
         parse_url(42)
+
+
+def test_ipv6_and_ports_reach_the_backend_parsed():
+    import hpcbridge
+
+    fs = hpcbridge.connect("hdfs://[::1]:51199/x")
+    assert (fs.host, fs.port) == ("[::1]", 51199)
+    assert hpcbridge.connect("hdfs://nn/x").port == 8020
+
+
+def test_plfs_over_plfs_is_refused():
+    import hpcbridge
+
+    with pytest.raises(InvalidURLError, match="PLFS cannot be layered over PLFS"):
+        hpcbridge.connect("plfs+plfs+file:///x")

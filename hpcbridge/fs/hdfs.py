@@ -38,6 +38,7 @@ from .file import OpenMode, RawFile, wrap_raw
 from .pool import CallPool
 from .readahead import DEFAULT_READAHEAD, ReadaheadReader
 from .types import BlockLocation, Capabilities, FileInfo, FileType
+from .url import split_netloc
 from .webhdfs import WebHdfs, webhdfs_address
 
 __all__ = ["HdfsFileSystem", "PLFS_ADVICE"]
@@ -402,12 +403,10 @@ class HdfsFileSystem(FileSystem):
                  readahead: int = DEFAULT_READAHEAD, prefetch: bool = False, replication: int | None = None,
                  block_size: int | None = None, webhdfs: str | None = None, timeout: float = 8.0,
                  io_timeout: float = 60.0, threads: int = 8, config: dict | None = None):
-        userinfo, _, hostport = netloc.rpartition("@")
-        host, _, port = hostport.partition(":")
-        if not host:
+        if not netloc:
             raise InvalidURLError(f"hdfs:// URLs need a NameNode: hdfs://host:port/path, got netloc {netloc!r}")
-        if port and not port.isdigit():
-            raise InvalidURLError(f"invalid NameNode port {port!r} in hdfs://{netloc}")
+        userinfo, host, port = split_netloc(netloc, f"hdfs://{netloc}")
+        hostport = netloc.rpartition("@")[2]
         if driver not in ("auto", "native", "libhdfs"):
             raise ValueError(f"driver must be 'auto', 'native' or 'libhdfs', got {driver!r}")
         if readahead < 0 or (replication is not None and replication < 1) or (block_size is not None and block_size <= 0):
@@ -418,7 +417,7 @@ class HdfsFileSystem(FileSystem):
             block_size=block_size, webhdfs=webhdfs, timeout=timeout, io_timeout=io_timeout, threads=threads,
             config=config).items() if v is not None}
         super().__init__(netloc, **options)
-        self.host, self.port = host, int(port or 8020)
+        self.host, self.port = host, port or 8020
         self.user = user or userinfo or os.environ.get("HADOOP_USER_NAME") or pwd.getpwuid(os.getuid()).pw_name
         self.readahead, self.prefetch = readahead, prefetch
         self.replication, self.block_size = replication, block_size

@@ -14,6 +14,7 @@ Dask worker (each has its own working directory), so hpcbridge asks for an absol
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import re
@@ -22,9 +23,58 @@ from urllib.parse import quote, unquote
 
 from ..errors import InvalidURLError
 
-__all__ = ["URL", "parse_url", "normalize_path"]
+__all__ = ["URL", "parse_url", "normalize_path", "split_netloc"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+# A host name (RFC 1123 labels; underscores as some clusters use them) or an IPv4 address.
+_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_\-]{0,61}[A-Za-z0-9_])?"
+                   r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_\-]{0,61}[A-Za-z0-9_])?)*\.?$")
+_USER = re.compile(r"^[A-Za-z0-9._\-$]+$")
+_COMPOSITE_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*\+")
+_VOLUME_URL = re.compile(r",\s*[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def split_netloc(netloc: str, url: str = "") -> tuple[str, str, int | None]:
+    """``[user@]host[:port]`` -> ``(user, host, port)``, validated: a host name, an IPv4
+    address or an IPv6 address in brackets (``[::1]``), a port in 1..65535.
+
+    Raises
+    ------
+    InvalidURLError
+        Naming ``url`` (or the netloc) and what is wrong with it.
+    """
+    shown = url or netloc
+    user, at, hostport = netloc.rpartition("@")
+    if at and not _USER.match(user):
+        raise InvalidURLError(f"{shown!r}: invalid user name {user!r} before '@'")
+    if hostport.startswith("["):  # IPv6: [addr] or [addr]:port
+        end = hostport.find("]")
+        if end < 0:
+            raise InvalidURLError(f"{shown!r}: IPv6 address without its closing ']'")
+        host, rest = hostport[1:end], hostport[end + 1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidURLError(f"{shown!r}: {host!r} is not an IPv6 address") from None
+        if rest and not rest.startswith(":"):
+            raise InvalidURLError(f"{shown!r}: unexpected {rest!r} after the IPv6 address")
+        port_text = rest[1:] if rest else None
+        host = f"[{host}]"
+    else:
+        host, colon, port_text = hostport.partition(":")
+        if not colon:
+            port_text = None
+        if not _HOST.match(host):
+            raise InvalidURLError(f"{shown!r}: invalid host name {host!r} (letters, digits, '-', '.', or an "
+                                  "IPv6 address in brackets; no spaces)")
+    port = None
+    if port_text is not None:
+        if not port_text.isdigit() or not port_text.isascii():
+            raise InvalidURLError(f"{shown!r}: invalid port {port_text!r} (a number 1-65535)")
+        port = int(port_text)
+        if not 1 <= port <= 65535:
+            raise InvalidURLError(f"{shown!r}: port {port} is out of range (1-65535)")
+    return user, host, port
 
 
 @dataclass(frozen=True)
@@ -122,6 +172,9 @@ def parse_url(url: str | os.PathLike) -> URL:
     # A single letter before ':' would be a Windows drive; hpcbridge is POSIX-only, so treat
     # anything without a scheme of two or more letters as a path.
     if not match or len(match.group(1)) < 2:
+        if _COMPOSITE_PREFIX.match(url):
+            raise InvalidURLError(f"{url!r}: a composite scheme needs '://' and a path, e.g. plfs+file:///path "
+                                  "or plfs+hdfs://namenode:port/path")
         return URL("file", "", normalize_path(url), url)
     scheme = match.group(1).lower()
     rest = url[match.end():]
@@ -132,6 +185,9 @@ def parse_url(url: str | os.PathLike) -> URL:
         netloc, path = "", rest
     if not path:
         path = "/"
+    if "+" in scheme and _VOLUME_URL.search(path):
+        raise InvalidURLError(f"{url!r}: in a list of volumes, the volumes after the first are paths on the same "
+                              f"backing store (e.g. {scheme}://{netloc}/a/ckpt,/b/ckpt), not URLs")
     path = normalize_path(unquote(path), url)
     if scheme == "file":
         if netloc not in ("", "localhost"):
@@ -142,4 +198,6 @@ def parse_url(url: str | os.PathLike) -> URL:
         netloc = ""
     elif "+" in scheme and not scheme.split("+", 1)[1]:
         raise InvalidURLError(f"{url!r}: composite scheme {scheme!r} lacks its inner scheme")
+    elif netloc:
+        split_netloc(netloc, url)
     return URL(scheme, netloc, path, url)

@@ -193,9 +193,9 @@ class PlfsFileSystem(FileSystem):
         if not checksums:
             options["checksums"] = checksums
         super().__init__(netloc, **options)
-        self.backing = backend_class(backing)(netloc, **backing_options) if backing != "plfs" else None
-        if self.backing is None:
-            raise InvalidURLError("PLFS cannot be layered over PLFS")
+        if backing.split("+", 1)[0] == "plfs":
+            raise InvalidURLError(f"plfs+{backing}://{netloc}: PLFS cannot be layered over PLFS")
+        self.backing = backend_class(backing)(netloc, **backing_options)
         self.volumes = volumes
         self.writers_hint = writers_hint
         self.on_corruption = on_corruption
