@@ -44,16 +44,30 @@ def test_negative_offset_or_length(tmp_path):
     path = f"{tmp_path}/f.bin"
     fs.write_bytes(path, b"0123456789")
     with pytest.raises(ValueError, match=f"negative offset -4 for file://{path}"):
-        fs.pread(path, -4, 2)
+        fs.pread(path, offset=-4, length=2)
     with pytest.raises(ValueError, match=f"negative length -2 for file://{path}"):
-        fs.pread(path, 0, -2)
+        fs.pread(path, offset=0, length=-2)
     with pytest.raises(ValueError, match="negative start"):
         fs.block_locations(path, start=-1)
     with hpcbridge.open(path) as f:
         with pytest.raises(ValueError, match=f"negative offset -1 for file://{path}"):
             f.pread(3, -1)
     with pytest.raises(TypeError, match="must be an int"):
-        fs.pread(path, 1.5, 2)
+        fs.pread(path, offset=1.5, length=2)
+
+
+def test_file_system_pread_takes_keywords_not_a_swappable_order(tmp_path):
+    """The handle's pread(size, offset) and the file system's pread took their numbers in
+    opposite orders: a swap read other bytes without an error. Now the file system's are
+    keywords, and the old positional form says so."""
+    fs = hpcbridge.connect("/")
+    path = f"{tmp_path}/f.bin"
+    fs.write_bytes(path, b"0123456789")
+    assert fs.pread(path, offset=2, length=3) == b"234"
+    with hpcbridge.open(path) as f:
+        assert f.pread(3, 2) == b"234"
+    with pytest.raises(TypeError, match=r"offset= and length= as keywords.*pread\(size, offset\) takes the size"):
+        fs.pread(path, 2, 3)
 
 
 def test_write_on_read_only_handle(tmp_path):

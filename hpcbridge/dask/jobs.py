@@ -298,7 +298,7 @@ def _sample_splits(fs, paths: list[str], outputs: int, sample: int) -> np.ndarra
         spots = min(10, want)
         each = max(1, want // spots)
         for start in np.linspace(0, max(n - each, 0), spots).astype(np.int64):
-            keys.append(_keys(fs.pread(path, int(start) * RECORD_SIZE, each * RECORD_SIZE)))
+            keys.append(_keys(fs.pread(path, offset=int(start) * RECORD_SIZE, length=each * RECORD_SIZE)))
     keys = np.sort(np.concatenate(keys)) if keys else np.array([], dtype=f"S{KEY_SIZE}")
     if not len(keys) or outputs == 1:
         return keys[:0]

@@ -320,8 +320,17 @@ class FileSystem(abc.ABC):
         return self._block_locations(p, info, start, end - start)
 
     # -- positional and whole-file helpers ----------------------------------------------------
-    def pread(self, path, offset: int, length: int) -> bytes:
-        """Read up to ``length`` bytes at ``offset`` of a file (short only at end of file)."""
+    def pread(self, path, *positional, offset: int | None = None, length: int | None = None) -> bytes:
+        """Read up to ``length`` bytes at ``offset`` of a file (short only at end of file).
+
+        ``offset`` and ``length`` are keywords: a file handle's ``pread(size, offset)`` takes
+        the size first, as ``os.pread`` does, and positional numbers here could be swapped
+        without an error.
+        """
+        if positional or offset is None or length is None:
+            raise TypeError(f"{type(self).__name__}.pread takes offset= and length= as keywords: "
+                            "fs.pread(path, offset=..., length=...) (a file handle's pread(size, offset) takes "
+                            f"the size first); got {len(positional)} positional number(s) for {path!r}")
         p = self._path(path)
         check_range(offset, length, self.url(p))
         with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:

@@ -133,7 +133,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
             size = self.backend.info(path).size
         start = 0 if start is None else (max(0, size + start) if start < 0 else start)
         end = size if end is None else (max(0, size + end) if end < 0 else end)
-        return self.backend.pread(path, start, max(0, end - start))
+        return self.backend.pread(path, offset=start, length=max(0, end - start))
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         with self.open(path, "xb" if mode == "create" else "wb") as f:

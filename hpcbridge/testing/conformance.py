@@ -75,7 +75,7 @@ class FileSystemConformance:
         data = _payload(100_000, 1)
         backdoor.write(f"{root}/door.bin", data)
         assert fs.read_bytes(f"{root}/door.bin") == data
-        assert fs.pread(f"{root}/door.bin", 99_990, 100) == data[99_990:]
+        assert fs.pread(f"{root}/door.bin", offset=99_990, length=100) == data[99_990:]
 
     def test_readinto_fills_a_numpy_array_in_place(self, fs, root):
         data = _payload(3 << 20, 2)
@@ -384,9 +384,9 @@ class FileSystemConformance:
         path = f"{root}/n.bin"
         fs.write_bytes(path, b"abc")
         with pytest.raises(ValueError, match="negative offset"):
-            fs.pread(path, -1, 1)
+            fs.pread(path, offset=-1, length=1)
         with pytest.raises(ValueError, match="negative length"):
-            fs.pread(path, 0, -1)
+            fs.pread(path, offset=0, length=-1)
         with pytest.raises(ValueError, match="negative offset"):
             fs.pwrite(path, b"x", -3)
         with fs.open(path, "rb") as f:
@@ -402,12 +402,12 @@ class FileSystemConformance:
         url = re.escape(fs.url(path))
         for offset in (2**63, 2**64, 2**64 + 5):
             with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
-                fs.pread(path, offset, 1)
+                fs.pread(path, offset=offset, length=1)
             if fs.capabilities.positional_write:
                 with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):
                     fs.pwrite(path, b"x", offset)
         with pytest.raises(ValueError, match=f"end past the largest file offset.*{url}"):
-            fs.pread(path, 2**63 - 1, 2)
+            fs.pread(path, offset=2**63 - 1, length=2)
         with fs.open(path, "rb") as f, fs.open(path, "rb", buffering=0) as raw:
             for handle in (f, raw):
                 with pytest.raises(ValueError, match=f"past the largest file offset.*{url}"):

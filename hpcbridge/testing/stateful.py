@@ -121,9 +121,9 @@ def state_machine_for(factory: Callable[[], tuple[object, str]]) -> type[RuleBas
         def pread(self, name, offset, length):
             if name not in self.model.files:
                 error = IsADirectoryError if name in self.model.dirs else (FileNotFoundError, NotADirectoryError)
-                self.expect(error, lambda: self.fs.pread(self.path(name), offset, length))
+                self.expect(error, lambda: self.fs.pread(self.path(name), offset=offset, length=length))
                 return
-            assert self.fs.pread(self.path(name), offset, length) == bytes(
+            assert self.fs.pread(self.path(name), offset=offset, length=length) == bytes(
                 self.model.files[name][offset:offset + length])
 
         @rule(src=NAMES, dst=NAMES)

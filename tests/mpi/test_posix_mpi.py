@@ -103,6 +103,6 @@ def test_mpiio_write_at_all_agrees_with_hpcbridge_pread(comm, mpi_tmp_path):
     fh.Write_at_all(comm.rank * piece.nbytes, piece)
     fh.Close()
     comm.Barrier()
-    data = np.frombuffer(fs.pread(path, 0, comm.size * piece.nbytes), dtype=np.int64)
+    data = np.frombuffer(fs.pread(path, offset=0, length=comm.size * piece.nbytes), dtype=np.int64)
     comm.Barrier()
     assert (data == np.arange(comm.size * 1000)).all()
