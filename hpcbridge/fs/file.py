@@ -21,6 +21,8 @@ __all__ = [
     "wrap_raw",
     "check_offset",
     "check_range",
+    "writable_bytes",
+    "readable_bytes",
     "MAX_OFFSET",
 ]
 
@@ -109,6 +111,31 @@ def check_range(offset: int, length: int, url: str, length_name: str = "length")
     check_offset(length, url, length_name)
     if offset + length > MAX_OFFSET:
         raise ValueError(f"{length} bytes at offset {offset} end past the largest file offset (2**63-1) for {url}")
+
+
+def writable_bytes(buffer, url: str) -> memoryview:
+    """``buffer`` as a writable memoryview of bytes, for a read into it; TypeError naming ``url``
+    for anything else (an immutable ``bytes``, a non-buffer)."""
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        raise TypeError(f"read into {type(buffer).__name__}: expected a writable buffer (bytearray, numpy array, "
+                        f"memoryview) for {url}") from None
+    if view.readonly:
+        raise TypeError(f"read into a read-only {type(buffer).__name__}: pass a bytearray, numpy array or "
+                        f"writable memoryview for {url}")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def readable_bytes(data, url: str) -> memoryview:
+    """``data`` as a memoryview of bytes, for a write from it; TypeError naming ``url`` for
+    anything that is not a buffer (a str, an int)."""
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"write of {type(data).__name__}: expected bytes or another buffer (bytearray, numpy "
+                        f"array, memoryview) for {url}") from None
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
 def buffer_length(buffer, url: str) -> int:
@@ -254,7 +281,7 @@ class _Positional:
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` (zero-copy); returns the byte count, 0 at EOF."""
         self._check_open()
-        check_range(offset, buffer_length(buffer, self.url), self.url)
+        check_range(offset, len(writable_bytes(buffer, self.url)), self.url)
         if not self.readable():
             raise io.UnsupportedOperation(f"preadinto: {self.url} is open write-only")
         self._flush_writes()

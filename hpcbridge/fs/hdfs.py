@@ -34,7 +34,7 @@ from functools import lru_cache
 
 from ..errors import BackendUnavailable, InvalidURLError, MissingDependencyError, os_error
 from .base import FileSystem
-from .file import OpenMode, RawFile, wrap_raw
+from .file import OpenMode, RawFile, readable_bytes, wrap_raw, writable_bytes
 from .pool import CallPool
 from .readahead import DEFAULT_READAHEAD, ReadaheadReader
 from .types import BlockLocation, Capabilities, FileInfo, FileType
@@ -260,7 +260,7 @@ class _HdfsReadRaw(RawFile):
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset``; returns the byte count (0 at the end)."""
-        view = memoryview(buffer).cast("B")
+        view = writable_bytes(buffer, self.url)
         self._check_access(offset, len(view))
         size = min(len(view), max(0, self._length - offset))
         done = 0
@@ -299,7 +299,7 @@ class _HdfsWriteRaw(RawFile):
         if isinstance(data, (bytes, bytearray)) and len(data) <= _CHUNK:
             self._writer.write(data)
             return len(data)
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         for start in range(0, len(view), _CHUNK):
             self._writer.write(bytes(view[start:start + _CHUNK]))
         return len(view)
@@ -307,7 +307,7 @@ class _HdfsWriteRaw(RawFile):
     def write(self, data) -> int:
         """Append ``data`` to the file (HDFS writes are sequential); one pool call per 16 MiB."""
         self._check_open()
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         step = 16 * _CHUNK
         if len(view) <= step:
             written = self._fs._call("write", self._path, self._write_chunks, data, io_call=True)

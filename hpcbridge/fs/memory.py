@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 
 from .base import FileSystem
-from .file import OpenMode, RawFile, check_offset
+from .file import OpenMode, RawFile, check_offset, readable_bytes, writable_bytes
 from .types import BlockLocation, Capabilities, FileInfo, FileType
 
 __all__ = ["MemoryFileSystem"]
@@ -58,7 +58,7 @@ class _MemoryRawFile(RawFile):
         return data
 
     def preadinto(self, buffer, offset: int) -> int:
-        view = memoryview(buffer).cast("B")
+        view = writable_bytes(buffer, self.url)
         self._check_access(offset, len(view))
         with self._fs._store.lock:
             data = self._data()
@@ -67,7 +67,7 @@ class _MemoryRawFile(RawFile):
             return len(chunk)
 
     def pwrite(self, data, offset: int) -> int:
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         self._check_access(offset, len(view))
         store = self._fs._store
         with store.lock:

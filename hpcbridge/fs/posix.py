@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from ..errors import InvalidURLError, os_error
 from .base import FileSystem
-from .file import OpenMode, check_range
+from .file import OpenMode, check_range, readable_bytes, writable_bytes
 from .layout import DEFAULT_LOGICAL_BLOCK_SIZE, posix_block_locations
 from .types import BlockLocation, Capabilities, FileInfo, FileType
 
@@ -76,6 +76,21 @@ class PosixRawFile(io.FileIO):
             raise ValueError(f"I/O operation on closed file {self.url}")
         check_range(offset, length, self.url)
 
+    def write(self, data) -> int:
+        """As FileIO's; errors (ENOSPC, EIO, EDQUOT...) name the URL."""
+        with _errors_named(self.url):
+            return super().write(data)
+
+    def readinto(self, buffer) -> int:
+        """As FileIO's; errors name the URL."""
+        with _errors_named(self.url):
+            return super().readinto(buffer)
+
+    def truncate(self, size: int | None = None) -> int:
+        """As FileIO's; errors name the URL."""
+        with _errors_named(self.url):
+            return super().truncate(size)
+
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """As FileIO's, with the errors of the other backends (ValueError naming the URL)."""
         if self.closed:
@@ -88,26 +103,31 @@ class PosixRawFile(io.FileIO):
         except OSError as exc:
             if exc.errno != errno.EINVAL:
                 raise
+            if whence == io.SEEK_SET and offset >= 0:  # past what this file system allows (ext4: 16 TiB)
+                raise ValueError(f"seek position {offset} is past the largest offset of this file system for "
+                                 f"{self.url}") from None
             raise ValueError(f"negative seek position (offset {offset}, whence {whence}) for {self.url}") from None
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` until it is full or the file ends."""
-        view = memoryview(buffer).cast("B")
+        view = writable_bytes(buffer, self.url)
         self._check_access(offset, len(view))
         total = 0
         fd = self.fileno()
-        while total < len(view):
-            n = os.preadv(fd, [view[total:total + _MAX_IO]], offset + total)
-            if n == 0:
-                break
-            total += n
+        with _errors_named(self.url):
+            while total < len(view):
+                n = os.preadv(fd, [view[total:total + _MAX_IO]], offset + total)
+                if n == 0:
+                    break
+                total += n
         return total
 
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset``."""
         self._check_access(offset, size)
         if size <= _MAX_IO:
-            data = os.pread(self.fileno(), size, offset)
+            with _errors_named(self.url):
+                data = os.pread(self.fileno(), size, offset)
             if len(data) == size or not data:
                 return data
         buffer = bytearray(size)
@@ -117,12 +137,13 @@ class PosixRawFile(io.FileIO):
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         self._check_access(offset, len(view))
         fd = self.fileno()
         total = 0
-        while total < len(view):
-            total += os.pwrite(fd, view[total:total + _MAX_IO], offset + total)
+        with _errors_named(self.url):
+            while total < len(view):
+                total += os.pwrite(fd, view[total:total + _MAX_IO], offset + total)
         return total
 
     def size(self) -> int:
@@ -131,7 +152,8 @@ class PosixRawFile(io.FileIO):
 
     def sync(self) -> None:
         """``fsync`` the descriptor."""
-        os.fsync(self.fileno())
+        with _errors_named(self.url):
+            os.fsync(self.fileno())
 
 
 def _raw_mode_string(mode: OpenMode) -> str:

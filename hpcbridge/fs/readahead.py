@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .file import MAX_OFFSET, buffer_length, check_range
+from .file import MAX_OFFSET, check_range, writable_bytes
 
 __all__ = ["ReadaheadReader", "ReadaheadStats", "DEFAULT_READAHEAD"]
 
@@ -272,7 +272,7 @@ class ReadaheadReader(io.BufferedIOBase):
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` directly; returns the byte count."""
         self._check_open()
-        check_range(offset, buffer_length(buffer, self.url), self.url)
+        check_range(offset, len(writable_bytes(buffer, self.url)), self.url)
         return self.raw.preadinto(buffer, offset)
 
     def sync(self) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from ..errors import InvalidURLError, os_error
 from ..fs.base import FileSystem
-from ..fs.file import OpenMode, RawFile
+from ..fs.file import OpenMode, RawFile, readable_bytes, writable_bytes
 from ..fs.registry import backend_class
 from ..fs.types import BlockLocation, Capabilities, FileInfo, FileType
 from ..fs.url import URL, format_url, normalize_path, parse_url
@@ -69,7 +69,7 @@ class _PlfsWriteRaw(RawFile):
 
     def pwrite(self, data, offset: int) -> int:
         """Write ``data`` at logical ``offset`` (appended to this writer's log)."""
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         self._check_access(offset, len(view))
         if self._open_mode.append and self._pos != offset:
             raise io.UnsupportedOperation(f"pwrite: {self.url} is open in append mode, where every write goes "
@@ -78,7 +78,7 @@ class _PlfsWriteRaw(RawFile):
 
     def write(self, data) -> int:
         """Write at the current position (the end in append mode)."""
-        view = memoryview(data).cast("B")
+        view = readable_bytes(data, self.url)
         if self._open_mode.append:
             self._pos = self.size()
         self._check_access(self._pos, len(view))
@@ -126,7 +126,7 @@ class _PlfsReadRaw(RawFile):
 
     def preadinto(self, buffer, offset: int) -> int:
         """Logical bytes at ``offset`` into ``buffer`` (holes are zeros)."""
-        view = memoryview(buffer).cast("B")
+        view = writable_bytes(buffer, self.url)
         self._check_access(offset, len(view))
         return self._reader.readinto(view, offset)
 
@@ -358,7 +358,11 @@ class PlfsFileSystem(FileSystem):
             container.wait_created()
             is_container = True
         if not is_container and self.backing.isdir(canonical):
-            raise os_error(errno.EISDIR, self.url(path), BACKEND)
+            # A directory: a plain one, or a container another process renamed into place
+            # between the two checks.
+            if not self._is_container(path):
+                raise os_error(errno.EISDIR, self.url(path), BACKEND)
+            is_container = True
         if is_container and mode.exclusive:
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
         if is_container and mode.truncate:

@@ -418,6 +418,44 @@ class FileSystemConformance:
                 raw.seek(2**63)
             assert f.pread(1, 2**63 - 2) == b""  # addressable, past the end: nothing
 
+    def test_bad_buffers_are_type_errors_naming_the_url(self, fs, root):
+        """The same exception type and a message naming the URL on every backend, buffered or
+        raw handle: reads into immutable or non-buffers, writes of non-buffers, float offsets."""
+        path = f"{root}/buffers.bin"
+        fs.write_bytes(path, b"abcdef")
+        url = re.escape(fs.url(path))
+        with fs.open(path, "rb") as f, fs.open(path, "rb", buffering=0) as raw:
+            for handle in (f, raw):
+                for bad in (b"xyz", "text", 42):
+                    with pytest.raises(TypeError, match=url):
+                        handle.preadinto(bad, 0)
+                with pytest.raises(TypeError, match="must be an int"):
+                    handle.pread(2, 1.0)
+                with pytest.raises(ValueError, match=f"negative offset.*{url}"):
+                    handle.preadinto(bytearray(2), -1)
+                view = np.zeros(3, dtype=np.uint16)  # any writable buffer works, whatever its format
+                assert handle.preadinto(view, 0) == 6 and view.tobytes() == b"abcdef"
+        with fs.open(f"{root}/w.bin", "wb") as f, fs.open(f"{root}/w2.bin", "wb", buffering=0) as raw:
+            for handle in (f, raw):
+                for bad in ("text", 42, None):
+                    with pytest.raises(TypeError):
+                        handle.write(bad)
+        with pytest.raises(TypeError, match=url):
+            fs.pwrite(path, "text", 0)
+
+    def test_bad_seeks_name_the_url(self, fs, root):
+        path = f"{root}/seek.bin"
+        fs.write_bytes(path, b"abc")
+        url = re.escape(fs.url(path))
+        with fs.open(path, "rb") as f, fs.open(path, "rb", buffering=0) as raw:
+            for handle in (f, raw):
+                with pytest.raises(ValueError, match=f"negative seek position.*{url}"):
+                    handle.seek(-5)
+                with pytest.raises(ValueError, match=f"negative seek position.*{url}"):
+                    handle.seek(-10, io.SEEK_END)
+                with pytest.raises(ValueError, match="whence"):
+                    handle.seek(0, 7)
+
     def test_closed_handles_refuse_every_call(self, fs, root):
         path = f"{root}/closed.bin"
         fs.write_bytes(path, b"0123456789")
