@@ -54,6 +54,22 @@ def test_stuck_calls_do_not_block_interpreter_exit(tmp_path):
     assert out.strip() == "BackendUnavailable" and time.monotonic() - started < 20
 
 
+def test_exit_waits_for_calls_in_flight(tmp_path):
+    # A native call (hdfs-native under PyO3) returning while CPython < 3.14 finalizes aborts the
+    # process; exit therefore lets calls in flight end first. Here: a call ending 1 s after the
+    # main thread is done still runs to its end.
+    import subprocess
+    import sys
+
+    done = tmp_path / "done"
+    code = ("from hpcbridge.fs.pool import CallPool; import pathlib, time\n"
+            "def slow():\n    time.sleep(1)\n    pathlib.Path(%r).write_text('ok')\n"
+            "CallPool(1, 'x').submit(slow)\n" % str(done))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert done.read_text() == "ok"
+
+
 @pytest.fixture
 def memory_file():
     fs = hpcbridge.connect("memory://readahead-tests")

@@ -5,19 +5,43 @@ a fresh thread per call leaked memory in the JVM client PLFS-on-HDFS used (seed 
 Every client call of a connection goes through one :class:`CallPool`: a fixed number of daemon
 threads (a call stuck in a dead service never blocks interpreter exit), and the caller waits at
 most ``timeout`` seconds before getting :class:`~hpcbridge.errors.BackendUnavailable`.
+
+Daemon threads have one hazard at exit: a call inside a native client that released the GIL
+(hdfs-native, through PyO3) and returns while the interpreter finalizes makes CPython < 3.14 end
+the thread with ``pthread_exit``, whose unwinding through Rust frames aborts the whole process
+("FATAL: exception not rethrown", seen at the end of a test run). So at exit, before finalization
+starts, the process waits a bounded time for calls in flight to finish (:func:`_drain_at_exit`).
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import queue
 import threading
+import time
+import weakref
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from ..errors import BackendUnavailable
 
 __all__ = ["CallPool"]
+
+# How long exit waits for calls in flight (a stuck call on a dead service is given up on: it only
+# aborts the process if it happens to return during the short finalization that follows).
+EXIT_GRACE = 10.0
+_POOLS: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
+_EXIT_HOOK = []  # registered once, when the first pool is made (no work at import time)
+
+
+def _drain_at_exit(grace: float = EXIT_GRACE) -> None:
+    """Wait until no pool has a call in flight, at most ``grace`` seconds (runs from atexit)."""
+    deadline = time.monotonic() + grace
+    for pool in list(_POOLS):
+        with pool._lock:
+            while pool._in_flight and pool._finished.wait(max(0.0, deadline - time.monotonic())):
+                pass
 
 
 class CallPool:
@@ -37,9 +61,14 @@ class CallPool:
         self.workers = workers
         self.name = name
         self._lock = threading.Lock()
+        self._finished = threading.Condition(self._lock)  # notified when a call ends
+        self._in_flight = 0
         self._threads = 0
         self._idle: list[queue.SimpleQueue] = []  # a stack: the most recently idle worker first
         self._backlog: collections.deque = collections.deque()
+        _POOLS.add(self)
+        if not _EXIT_HOOK:
+            _EXIT_HOOK.append(atexit.register(_drain_at_exit))
 
     # The most recently idle worker takes the next call (LIFO). A stream of one-at-a-time calls
     # then always runs on the same thread, which hdfs-native serves markedly faster than calls
@@ -56,6 +85,8 @@ class CallPool:
                     outcome = (False, exc)
             # Become idle *before* waking the caller, so its next call finds this thread.
             with self._lock:
+                self._in_flight -= 1
+                self._finished.notify_all()
                 task = self._backlog.popleft() if self._backlog else None
                 if task is None:
                     self._idle.append(inbox)
@@ -73,6 +104,7 @@ class CallPool:
         future: Future = Future()
         task = (future, function, args, kwargs)
         with self._lock:
+            self._in_flight += 1
             if self._idle:
                 self._idle.pop().put(task)
             elif self._threads < self.workers:
