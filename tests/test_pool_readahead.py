@@ -70,6 +70,32 @@ def test_exit_waits_for_calls_in_flight(tmp_path):
     assert done.read_text() == "ok"
 
 
+def test_an_interrupted_caller_lets_the_running_call_end_first():
+    # Ctrl-C while a call runs: the caller's cleanup must find the client object free (hdfs-native
+    # answered "Already borrowed" and the process aborted), so the KeyboardInterrupt is raised
+    # only once the call has ended.
+    import signal
+
+    ended = []
+
+    def slow():
+        time.sleep(0.5)
+        ended.append(True)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            CallPool(1, "x").call(5, "slow", slow)
+        assert ended == [True]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.fixture
 def memory_file():
     fs = hpcbridge.connect("memory://readahead-tests")

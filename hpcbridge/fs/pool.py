@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import concurrent.futures
 import queue
 import threading
 import time
@@ -102,6 +103,10 @@ class CallPool:
     def submit(self, function, *args, **kwargs) -> Future:
         """Queue a call; returns its Future (threads start on demand, up to ``workers``)."""
         future: Future = Future()
+        self._queue(future, function, args, kwargs)
+        return future
+
+    def _queue(self, future: Future, function, args, kwargs) -> None:
         task = (future, function, args, kwargs)
         with self._lock:
             self._in_flight += 1
@@ -113,7 +118,6 @@ class CallPool:
                                  name=f"{self.name}-{self._threads}").start()
             else:
                 self._backlog.append(task)
-        return future
 
     def call(self, timeout: float | None, what: str, function, *args, **kwargs):
         """Run ``function(*args, **kwargs)`` on the pool and wait at most ``timeout`` seconds.
@@ -123,11 +127,20 @@ class CallPool:
         BackendUnavailable
             If the call does not finish in time (``what`` and the service name the operation).
         """
-        future = self.submit(function, *args, **kwargs)
+        future: Future = Future()  # made first: a signal landing anywhere below finds it
         try:
+            self._queue(future, function, args, kwargs)
             return future.result(timeout=timeout)
         except FutureTimeout:
             future.cancel()
             raise BackendUnavailable(
                 f"{self.name} did not answer {what} within {timeout:g} s (service down or unreachable?)"
             ) from None
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) while the call runs: let it end first, bounded by its
+            # timeout. The caller's cleanup (closing the handle, removing a partial file) then
+            # finds the client object free: using it while this thread still did failed in
+            # hdfs-native with "Already borrowed" and the process aborted.
+            if not future.cancel():
+                concurrent.futures.wait([future], timeout=timeout)
+            raise
