@@ -293,6 +293,14 @@ class ReadaheadReader(io.BufferedIOBase):
         self._drop_pending()
         return self.raw.preadinto(buffer, offset)
 
+    def preadvinto(self, buffers, offset: int) -> int:
+        """Scatter read at ``offset`` directly (no window, position unchanged)."""
+        self._check_open()
+        views = [writable_bytes(b, self.url) for b in buffers]
+        check_range(offset, sum(len(v) for v in views), self.url)
+        self._drop_pending()
+        return self.raw.preadvinto(views, offset)
+
     def sync(self) -> None:
         """Nothing to make durable on a read-only file (as on the other backends' readers)."""
         self._check_open()
