@@ -166,6 +166,43 @@ def test_prefetch_uses_the_pool(memory_file):
         reader(fs, prefetch=True)
 
 
+def test_more_prefetching_readers_than_pool_threads(memory_file):
+    # Each prefetch runs on the pool and reads through the same pool (as HDFS files do): with
+    # more prefetching readers than threads, nested calls used to wait for threads held by
+    # their own callers until the I/O timeout.
+    fs, data = memory_file
+    pool = CallPool(2, "pf")
+
+    class PooledRaw:
+        def __init__(self, raw):
+            self.raw, self.url = raw, raw.url
+
+        def size(self):
+            return self.raw.size()
+
+        def fetch(self, size, offset):
+            return [pool.call(5, "read", self.raw.pread, size, offset)]
+
+        def pread(self, size, offset):
+            return pool.call(5, "read", self.raw.pread, size, offset)
+
+        def preadinto(self, buffer, offset):
+            return pool.call(5, "read", self.raw.preadinto, buffer, offset)
+
+        def close(self):
+            self.raw.close()
+
+    started = time.monotonic()
+    readers = [ReadaheadReader(PooledRaw(fs.open("/f", "rb", buffering=0)), 1 << 20, prefetch=True,
+                               submit=pool.submit) for _ in range(6)]
+    for r in readers:
+        r.read(1000)  # a fill each: six prefetches queued on two threads
+    for r in readers:
+        assert r.read() == data[1000:]
+        r.close()
+    assert time.monotonic() - started < 4
+
+
 def test_errors_name_the_url(memory_file):
     fs, _ = memory_file
     with reader(fs) as f:

@@ -33,6 +33,7 @@ __all__ = ["CallPool"]
 # aborts the process if it happens to return during the short finalization that follows).
 EXIT_GRACE = 10.0
 _POOLS: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
+_worker = threading.local()  # .pool: the pool whose worker the current thread is
 _EXIT_HOOK = []  # registered once, when the first pool is made (no work at import time)
 
 
@@ -75,6 +76,7 @@ class CallPool:
     # then always runs on the same thread, which hdfs-native serves markedly faster than calls
     # rotating over threads (measured: 650 against 460 MB/s for 1 MiB reads).
     def _work(self, task) -> None:
+        _worker.pool = self
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         while True:
             future, function, args, kwargs = task
@@ -127,6 +129,11 @@ class CallPool:
         BackendUnavailable
             If the call does not finish in time (``what`` and the service name the operation).
         """
+        if getattr(_worker, "pool", None) is self:
+            # A call from one of this pool's own threads (a background prefetch reading through
+            # the connection) runs right here: queueing it would hold this thread waiting for
+            # another, and enough such callers would starve the pool until every timeout.
+            return function(*args, **kwargs)
         future: Future = Future()  # made first: a signal landing anywhere below finds it
         try:
             self._queue(future, function, args, kwargs)
