@@ -18,6 +18,7 @@ with ``on_corruption="skip"`` the damaged record's bytes read as zeros and a
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import errno
 import threading
 import warnings
@@ -153,6 +154,8 @@ class PlfsReader:
 
     #: Reads up to this size are served on the calling thread.
     SMALL_READ = 4 << 20
+    #: Bound of one large read's parallel runs, seconds.
+    READ_TIMEOUT = 600.0
 
     def __init__(self, container: Container, index: GlobalIndex, threads: int = 8, max_open: int = 64,
                  verify: str = "auto", on_corruption: str = "raise"):
@@ -273,6 +276,12 @@ class PlfsReader:
                 self._read_run(view, run, sequential=n <= self.SMALL_READ)
         else:
             futures = [self._pool.submit(self._read_run, view, run) for run in runs]
+            # Every run ends before this returns or raises: none may write into the caller's
+            # buffer afterwards. Each backend call inside has its own timeout; this bounds the rest.
+            _, pending = concurrent.futures.wait(futures, timeout=self.READ_TIMEOUT)
+            if pending:
+                raise TimeoutError(errno.ETIMEDOUT, f"read of {n} bytes at {offset} did not finish within "
+                                                    f"{self.READ_TIMEOUT:g} s", self.container.url)
             for future in futures:
                 future.result()
         return n
