@@ -13,9 +13,10 @@ import sys
 
 __all__ = ["main", "FUSE_OPTIONS", "split_options"]
 
-#: FUSE options always set: 1 MiB requests (the kernel's max_pages follows max_write), the
-#: mount listed as ``fuse.hpcbridge``.
-FUSE_OPTIONS = {"subtype": "hpcbridge"}
+#: FUSE options set by default: the mount listed as ``fuse.hpcbridge``; no attribute cache, so
+#: ``stat`` sizes are the daemon's (open writers, truncations, other processes' writes) and not a
+#: kernel copy up to a second old. (1 MiB requests are negotiated in ``init``.)
+FUSE_OPTIONS = {"subtype": "hpcbridge", "attr_timeout": 0}
 #: Options passed to FUSE as given; everything else ``key=value`` is a backend option.
 PASS_THROUGH = {"ro", "rw", "allow_other", "allow_root", "default_permissions", "max_read",
                 "attr_timeout", "entry_timeout", "negative_timeout", "max_idle_threads", "noatime", "async_read",

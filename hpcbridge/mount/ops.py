@@ -123,10 +123,14 @@ class _PlfsHandle(_Handle):
         self.writer = None
         self.reader = None
         self.reader_generation = -1
+        self.retired = []
+        #: The end of what this handle's closed writers wrote (a stat racing the asynchronous
+        #: release still counts it).
+        self.ended = 0
 
     def end(self) -> int:
         w = self.writer
-        return w.max_end if w is not None else 0
+        return max(self.ended, w.max_end) if w is not None else self.ended
 
     def _writer(self):
         if self.writer is None:
@@ -141,19 +145,24 @@ class _PlfsHandle(_Handle):
         return n
 
     def readinto(self, view, offset: int) -> int:
+        # Lock order: the path's state, then a handle (as truncate and _publish take them).
         state = self.state
         with self.lock:
             reader = self.reader
-            if reader is None or self.reader_generation != state.generation or offset + len(view) > reader.size:
-                with state.lock:
-                    generation = state.generation
-                    self.ops._publish(state)
-                    fs = self.ops.fs
-                    fresh = fs.reader(fs.container(self.ops.backend_path(self.path)))
-                if reader is not None:
-                    reader.close()
-                self.reader, self.reader_generation, reader = fresh, generation, fresh
-            return reader.readinto(view, offset)
+            stale = (reader is None or self.reader_generation != state.generation
+                     or offset + len(view) > reader.size)
+        if stale:
+            with state.lock:
+                generation = state.generation
+                self.ops._publish(state)
+                fs = self.ops.fs
+                fresh = fs.reader(fs.container(self.ops.backend_path(self.path)))
+            with self.lock:
+                if self.reader is not None:
+                    self.retired.append(self.reader)  # another thread may still read from it
+                self.reader, self.reader_generation = fresh, generation
+        with self.lock:
+            return self.reader.readinto(view, offset)
 
     def flush(self) -> None:
         with self.lock:
@@ -168,7 +177,10 @@ class _PlfsHandle(_Handle):
     def close_writer(self) -> None:
         """Close the writer (its next write opens a new one)."""
         with self.lock:
-            writer, self.writer = self.writer, None
+            writer = self.writer
+            if writer is not None:
+                self.ended = max(self.ended, writer.max_end)
+            self.writer = None
         if writer is not None:
             writer.close()
 
@@ -179,9 +191,10 @@ class _PlfsHandle(_Handle):
         except Exception as exc:
             error = exc
         with self.lock:
-            if self.reader is not None:
-                self.reader.close()
-                self.reader = None
+            for reader in [self.reader, *self.retired]:
+                if reader is not None:
+                    reader.close()
+            self.reader, self.retired = None, []
         if error is not None:
             raise error
 
@@ -620,6 +633,8 @@ class BridgeOperations(mfusepy.Operations):
                 state.generation += 1
                 return
             self._close_writers(state)
+            for h in state.handles:
+                h.ended = min(h.ended, length)
             if length == 0:
                 fs.prepare_container(p, OpenMode.parse("wb", fs.url(p)))
             else:
