@@ -165,9 +165,21 @@ class _PlfsHandle(_Handle):
             return self.reader.readinto(view, offset)
 
     def flush(self) -> None:
-        with self.lock:
-            if self.writer is not None:
-                self.writer.flush()
+        """close(2) of a descriptor: close the writer, so its index and metadata are complete
+        for every reader, the library's included, before close(2) returns (the kernel's release
+        comes later, asynchronously). The next write through the handle opens a new writer."""
+        self.close_writer()
+
+    def publish(self) -> None:
+        """Make what this handle wrote readable by this daemon's readers: flushed logs where
+        the backing store shows written bytes at once (POSIX); elsewhere (HDFS shows a file
+        still being written only up to its last closed block) the writer is closed."""
+        if self.ops.visible_writes:
+            with self.lock:
+                if self.writer is not None:
+                    self.writer.flush()
+        else:
+            self.close_writer()
 
     def fsync(self) -> None:
         with self.lock:
@@ -212,6 +224,7 @@ class _RawHandle(_Handle):
 
     def write(self, view, offset: int) -> int:
         with self.lock:
+            self._reopen()
             if self.ops.fs.capabilities.positional_write:
                 n = self.raw.pwrite(view, offset)
             elif offset == self.position:
@@ -228,19 +241,37 @@ class _RawHandle(_Handle):
         with self.lock:
             return self.raw.preadinto(view, offset)
 
+    def _reopen(self) -> None:
+        if self.raw is None:  # closed by flush on a store that shows written bytes only at close
+            fs = self.ops.fs
+            if not fs.capabilities.append:
+                raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+            self.raw = fs._open_raw(fs._path(self.ops.backend_path(self.path)), OpenMode.parse("ab", ""))
+
+    def publish(self) -> None:
+        self.flush()
+
     def flush(self) -> None:
+        """close(2): where written bytes show only when the file is closed (HDFS), close it
+        now (a later write through the handle appends); elsewhere flush."""
         with self.lock:
-            if self.writable:
+            if not self.writable or self.raw is None:
+                return
+            if self.ops.fs.capabilities.visible_writes:
                 self.raw.flush()
+            else:
+                raw, self.raw = self.raw, None
+                raw.close()
 
     def fsync(self) -> None:
         with self.lock:
-            if self.writable:
+            if self.writable and self.raw is not None:
                 self.raw.sync()
 
     def release(self) -> None:
         with self.lock:
-            self.raw.close()
+            if self.raw is not None:
+                self.raw.close()
 
 
 def _flags_mode(flags: int) -> tuple[bool, bool]:
@@ -271,6 +302,9 @@ class BridgeOperations(mfusepy.Operations):
         self.fs = fs
         self.root = root.rstrip("/") or "/"
         self.plfs = isinstance(fs, PlfsFileSystem)
+        backing = fs.backing if self.plfs else fs
+        #: Written bytes are readable at once (POSIX) rather than at close (HDFS).
+        self.visible_writes = backing.capabilities.visible_writes
         self.direct_io = direct_io
         self.max_write = max_write
         self._handles: dict[int, _Handle] = {}
@@ -327,7 +361,7 @@ class BridgeOperations(mfusepy.Operations):
         """Flush every writer of ``state`` so a reader sees their bytes."""
         for h in list(state.handles):
             if h.writable:
-                h.flush()
+                h.publish()
 
     def _handle(self, fi) -> _Handle:
         try:
@@ -418,6 +452,10 @@ class BridgeOperations(mfusepy.Operations):
         if state is not None:
             with state.lock:
                 self._close_writers(state)  # they name the old container
+        if not self.fs.capabilities.rename_replaces and self.fs.isfile(dst) and self.fs.isfile(src):
+            # POSIX rename(2) replaces a file; this store cannot do it in one step (HDFS):
+            # remove the destination first (not atomic: see docs/mount.md).
+            self.fs.rm(dst)
         self.fs.rename(src, dst)
         with self._states_lock:
             state = self._states.pop(old, None)
