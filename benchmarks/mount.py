@@ -185,10 +185,9 @@ def main(argv=None) -> int:
             entry = {f"{label} {phase}": _summary(v) for (label, phase), v in samples.items()}
             for name in backings:
                 for phase in ("write", "read"):
-                    entry[f"ratio mount/lib {name} {phase}"] = _ratios(samples[(f"mount-{name}", phase)],
-                                                                        samples[(f"lib-{name}", phase)])
-                    entry[f"ratio mount/nn-ext4 {name} {phase}"] = _ratios(samples[(f"mount-{name}", phase)],
-                                                                            samples[("nn-ext4", phase)])
+                    mounted = samples[(f"mount-{name}", phase)]
+                    entry[f"ratio mount/lib {name} {phase}"] = _ratios(mounted, samples[(f"lib-{name}", phase)])
+                    entry[f"ratio mount/nn-ext4 {name} {phase}"] = _ratios(mounted, samples[("nn-ext4", phase)])
             result["lanl"][str(unit)] = entry
         if not args.no_flash:
             dirs = {"ext4": f"{scratch}/flash-ext4"}

@@ -11,7 +11,8 @@ containers, collective-I/O aggregation and locality-aware Dask scheduling.
 
 Subpackages: :mod:`hpcbridge.fs` (API and backends), :mod:`hpcbridge.arrow` (pyarrow),
 :mod:`hpcbridge.cli` (the ``hpcbridge`` command),
-:mod:`hpcbridge.mount` (FUSE mounts of any backend: ``hpcbridge.mount(url, mountpoint)``), :mod:`hpcbridge.testing` (conformance suite).
+:mod:`hpcbridge.mount` (FUSE mounts of any backend: ``hpcbridge.mount(url, mountpoint)``),
+:mod:`hpcbridge.testing` (conformance suite).
 """
 
 from .errors import BackendUnavailable, InvalidURLError, MissingDependencyError, UnknownSchemeError

@@ -203,8 +203,10 @@ def unmount(mountpoint: str, timeout: float = 10.0) -> None:
         raise MountError(22, f"{mountpoint!r} is not an hpcbridge mount", mountpoint)
     deadline = time.monotonic() + timeout
     tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    attempts = ([tool, "-u", target], [tool, "-u", "-z", target]) if tool else (["umount", target],
-                                                                                  ["umount", "-l", target])
+    if tool:
+        attempts = ([tool, "-u", target], [tool, "-u", "-z", target])
+    else:
+        attempts = (["umount", target], ["umount", "-l", target])
     for cmd in attempts:
         try:
             subprocess.run(cmd, capture_output=True, timeout=max(0.5, (deadline - time.monotonic()) / 2))

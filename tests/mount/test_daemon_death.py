@@ -10,7 +10,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import pytest
 
 import hpcbridge

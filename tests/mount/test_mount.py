@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import os
 import subprocess
-import time
 
 import numpy as np
 import pytest
