@@ -8,6 +8,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 PY=${PY:-$here/.venv/bin/python}
 NP=${MPI_NP:-4}
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader,tcp \
+       OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 work=$(mktemp -d /tmp/hpcbridge-demo-mount-XXXXXX)
 mkdir -p "$work/mnt"
 cleanup() {
@@ -18,7 +23,7 @@ cleanup() {
 trap cleanup EXIT
 "$PY" -m hpcbridge testbed up --dir "$work/testbed" --json > "$work/testbed.json"
 read -r url webhdfs < <("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))
-print(f"hdfs://{d[\"namenode_host\"]}:{d[\"rpc_port\"]}", f"http://127.0.0.1:{d[\"http_port\"]}")' "$work/testbed.json")
+print("hdfs://%s:%d http://127.0.0.1:%d" % (d["namenode_host"], d["rpc_port"], d["http_port"]))' "$work/testbed.json")
 "$PY" -c 'import hpcbridge,sys; hpcbridge.connect(sys.argv[1]).mkdir("/flash", parents=True)' "$url"
 "$PY" -m hpcbridge mount "plfs+$url/flash" "$work/mnt" -o "webhdfs=$webhdfs"
 mpirun -n "$NP" --timeout 900 "$PY" benchmarks/flash_io.py --nxb 8 --blocks 20 --dir "$work/mnt" --keep \
@@ -27,8 +32,8 @@ chk="$work/mnt/flash_io_test_hdf5_chk_0000"
 echo "--- ls -l of the mount (each file is a PLFS container in plfs+$url/flash)"
 ls -l "$work/mnt"
 echo "--- h5ls -r (through the mount)"
-h5ls -r "$chk" | head -20
+h5ls -r "$chk" > "$work/h5ls.txt" && head -20 "$work/h5ls.txt"
 echo "--- h5dump -H (through the mount)"
-h5dump -H "$chk" | head -40
+h5dump -H "$chk" > "$work/header.txt" && head -40 "$work/header.txt"
 echo "--- hpcbridge plfs info (through the library)"
 "$PY" -m hpcbridge plfs info "plfs+$url/flash/flash_io_test_hdf5_chk_0000"
