@@ -155,9 +155,10 @@ def main(argv=None) -> int:
         if not args.no_hdfs:
             url, webhdfs, _ = stack.enter_context(hdfs_for_benchmark(args.hdfs, args.webhdfs))
             root = f"/bench-mount/{uuid.uuid4().hex[:8]}"
-            hdfs = hpcbridge.connect(url, webhdfs=webhdfs)
-            hdfs.mkdir(root, parents=True)
-            stack.callback(hdfs.rm, root, recursive=True)
+            # The HDFS client lives in the worker processes and the daemon only: one made here
+            # would be inherited, threads and all, by every forked worker.
+            _hdfs_call(url, webhdfs, f"fs.mkdir({root!r}, parents=True)")
+            stack.callback(_hdfs_call, url, webhdfs, f"fs.rm({root!r}, recursive=True)")
             backings["hdfs"] = (f"plfs+{url}{root}", {"webhdfs": webhdfs})
         mounts = {}
         for name, (url, options) in backings.items():
@@ -179,7 +180,7 @@ def main(argv=None) -> int:
                     t = target(f"{unit}-{rep}")
                     for phase in ("write", "read"):
                         samples[(label, phase)].append(_phase(kind, t, args.procs, unit, nobj, phase, options))
-                    _remove(kind, t, args.procs)
+                    _remove(kind, t, args.procs, mounts)
                 print(f"# unit {unit} rep {rep}: " + ", ".join(
                     f"{k[0]} {k[1]} {v[-1]:.0f}" for k, v in samples.items()), flush=True)
             entry = {f"{label} {phase}": _summary(v) for (label, phase), v in samples.items()}
@@ -210,15 +211,23 @@ def main(argv=None) -> int:
     return 0
 
 
-def _remove(kind, target, procs):
+def _remove(kind, target, procs, mounts):
     if kind == "nn":
         for r in range(procs):
             os.unlink(f"{target}.{r}")
     elif kind == "mount":
         os.unlink(target)
-    else:
-        fs, path = hpcbridge.url_to_fs(target)
-        fs.rm(path)
+    else:  # a library file: the same directory is mounted, remove it there
+        for m in mounts.values():
+            if target.startswith(m.url + "/"):
+                os.unlink(m.path + target[len(m.url):])
+                return
+        raise ValueError(f"{target} is not under a mount")
+
+
+def _hdfs_call(url, webhdfs, statement):
+    code = f"import hpcbridge; fs = hpcbridge.connect({url!r}, webhdfs={webhdfs!r}); {statement}"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
 if __name__ == "__main__":
