@@ -20,6 +20,7 @@ What each call does, and what the library guarantees, is in docs/mount.md. In sh
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
 import io
@@ -44,6 +45,8 @@ log = logging.getLogger("hpcbridge.mount")
 BLOCK = 1 << 20
 #: libfuse's FUSE_CAP_ASYNC_DIO: direct I/O requests of one call issued in parallel.
 FUSE_CAP_ASYNC_DIO = 1 << 15
+#: Bytes a handle may have queued (write-behind) before a write waits.
+WRITE_BEHIND = 16 << 20
 #: Chunk of the copy that rewrites a shrunk PLFS container.
 COPY_CHUNK = 8 << 20
 
@@ -127,10 +130,21 @@ class _PlfsHandle(_Handle):
         #: The end of what this handle's closed writers wrote (a stat racing the asynchronous
         #: release still counts it).
         self.ended = 0
+        # Write-behind: requests are copied to a queue and answered at once; one thread per
+        # handle appends them to the writer in order. The kernel holds the inode lock for every
+        # direct write to a file (libfuse 3.14 cannot ask for parallel direct writes), so without
+        # this, the writers of one N-1 file would wait for each other's backend calls. A failed
+        # append is reported by the next write, flush (close), fsync or read of the handle.
+        self._queue: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._queued = 0  # bytes queued or being appended
+        self._queued_end = 0
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
 
     def end(self) -> int:
         w = self.writer
-        return max(self.ended, w.max_end) if w is not None else self.ended
+        return max(self.ended, self._queued_end, w.max_end if w is not None else 0)
 
     def _writer(self):
         if self.writer is None:
@@ -139,10 +153,54 @@ class _PlfsHandle(_Handle):
         return self.writer
 
     def write(self, view, offset: int) -> int:
-        with self.lock:
-            n = self._writer().write(view, offset)
+        n = len(view)
+        if n == 0:
+            return 0
+        self._check_error()
+        data = bytes(view)  # the kernel's buffer is reused once this call returns
+        with self._cond:
+            while self._queued > WRITE_BEHIND and self._error is None:
+                self._cond.wait()
+            self._queue.append((data, offset))
+            self._queued += n
+            self._queued_end = max(self._queued_end, offset + n)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._appender, name="hpcbridge-write-behind", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
         self.state.generation += 1
         return n
+
+    def _appender(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                data, offset = self._queue[0]
+            if data is None:
+                return
+            try:
+                if self._error is None:
+                    with self.lock:
+                        self._writer().write(data, offset)
+            except BaseException as exc:
+                self._error = exc
+            with self._cond:
+                self._queue.popleft()
+                self._queued -= len(data)
+                self._cond.notify_all()
+
+    def _check_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def drain(self) -> None:
+        """Wait until every queued write reached the writer; raise a failed one's error."""
+        with self._cond:
+            while self._queued:
+                self._cond.wait()
+        self._check_error()
 
     def readinto(self, view, offset: int) -> int:
         # Lock order: the path's state, then a handle (as truncate and _publish take them).
@@ -168,12 +226,14 @@ class _PlfsHandle(_Handle):
         """close(2) of a descriptor: close the writer, so its index and metadata are complete
         for every reader, the library's included, before close(2) returns (the kernel's release
         comes later, asynchronously). The next write through the handle opens a new writer."""
+        self.drain()
         self.close_writer()
 
     def publish(self) -> None:
         """Make what this handle wrote readable by this daemon's readers: flushed logs where
         the backing store shows written bytes at once (POSIX); elsewhere (HDFS shows a file
         still being written only up to its last closed block) the writer is closed."""
+        self.drain()
         if self.ops.visible_writes:
             with self.lock:
                 if self.writer is not None:
@@ -182,12 +242,14 @@ class _PlfsHandle(_Handle):
             self.close_writer()
 
     def fsync(self) -> None:
+        self.drain()
         with self.lock:
             if self.writer is not None:
                 self.writer.sync()
 
     def close_writer(self) -> None:
         """Close the writer (its next write opens a new one)."""
+        self.drain()
         with self.lock:
             writer = self.writer
             if writer is not None:
@@ -202,6 +264,10 @@ class _PlfsHandle(_Handle):
             self.close_writer()
         except Exception as exc:
             error = exc
+        with self._cond:
+            if self._thread is not None:
+                self._queue.append((None, 0))
+                self._cond.notify_all()
         with self.lock:
             for reader in [self.reader, *self.retired]:
                 if reader is not None:
@@ -673,6 +739,7 @@ class BridgeOperations(mfusepy.Operations):
             self._close_writers(state)
             for h in state.handles:
                 h.ended = min(h.ended, length)
+                h._queued_end = min(h._queued_end, length)
             if length == 0:
                 fs.prepare_container(p, OpenMode.parse("wb", fs.url(p)))
             else:
