@@ -354,6 +354,33 @@ def cmd_plfs(args) -> object:
     return _PLFS_ACTIONS[args.action](args, fs, path, container)
 
 
+def cmd_mount(args) -> object:
+    from .. import mount as mount_pkg
+
+    if args.foreground:
+        from ..mount.daemon import main as daemon_main
+
+        argv = [args.url, args.mountpoint]
+        for option in args.options:
+            argv += ["-o", option]
+        code = daemon_main(argv)
+        if code:
+            raise OSError(5, f"mounting {args.url} on {args.mountpoint} failed (see the messages above)")
+        return {"url": args.url, "mountpoint": args.mountpoint, "unmounted": True} if args.json else None
+    m = mount_pkg.mount(args.url, args.mountpoint, options=args.options, timeout=args.timeout)
+    if args.json:
+        return {"url": m.url, "mountpoint": m.path, "pid": m.pid, "log": m.log}
+    print(f"mounted {m.url} on {m.path} (daemon pid {m.pid}, log {m.log}); `hpcbridge umount {m.path}` detaches it")
+    return None
+
+
+def cmd_umount(args) -> object:
+    from .. import mount as mount_pkg
+
+    mount_pkg.unmount(args.mountpoint, timeout=args.timeout)
+    return {"mountpoint": args.mountpoint, "unmounted": True} if args.json else None
+
+
 def cmd_bench(args) -> object:
     from .report import load_results, render_plot, render_table
 
@@ -434,6 +461,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
     add_dask_parser(add)
+
+    p = add("mount", cmd_mount, "mount a backend URL as a FUSE file system for unmodified programs (returns once "
+                                "the mount is live; PLFS URLs: every file is a container, every open a writer)")
+    p.add_argument("url", help="directory URL: plfs+file:///dir, plfs+hdfs://nn:port/dir, hdfs://nn:port/dir, "
+                               "file:///dir")
+    p.add_argument("mountpoint", help="an existing empty directory")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
+    p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
+                   help="ro, allow_other, page_cache (kernel page cache instead of direct I/O), max_write=N, "
+                        "debug, attr_timeout=S, or backend options as key=value (webhdfs=http://...)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the mount (default 60)")
+
+    p = add("umount", cmd_umount, "unmount an hpcbridge mount and stop its daemon (also after the daemon died)")
+    p.add_argument("mountpoint")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds before giving up (default 10)")
 
     p = add("bench", cmd_bench, "summarise benchmark results: a table and PNG plots")
     p.add_argument("action", choices=["report"])
