@@ -188,7 +188,10 @@ def io_ops(draw, P, mode, shared):
     kind = draw(st.sampled_from(kinds))
     op = {"op": kind, "snake": draw(st.booleans()), "buf": draw(st.sampled_from(BUF_FORMS))}
     if kind in ("seek", "seek_shared"):
-        op["whence"] = draw(st.sampled_from(["SEEK_SET", "SEEK_CUR", "SEEK_END"]))
+        # Shared-pointer writers only move forward: back, one rank would overwrite another's
+        # bytes, which MPI leaves undefined without sync-barrier-sync.
+        forward = kind == "seek_shared" and writes
+        op["whence"] = draw(st.sampled_from(["SEEK_CUR", "SEEK_END"] if forward else ["SEEK_SET", "SEEK_CUR", "SEEK_END"]))
         op["offset"] = draw(st.integers(0, 20))
         if kind == "seek":
             op["offsets"] = draw(per_rank(st.integers(0, 20), P))
@@ -237,6 +240,7 @@ class Runner:
         self.rank, self.P = comm.rank, comm.size
         self.etype = "BYTE"
         self.holes = False  # the view's filetype leaves gaps between data bytes
+        self.views = 0
         self.types = []
 
     def call(self, name, snake, *args):
@@ -273,7 +277,8 @@ class Runner:
         results = []
         for index, op in enumerate(ops):
             if os.environ.get("HB_DIFF_DEBUG"):
-                print("DEBUG", self.hpcbridge, op, flush=True)
+                with open(f"{os.environ['HB_DIFF_DEBUG']}.{self.rank}", "a") as log:
+                    print(self.hpcbridge, op, file=log)
             try:
                 results.append((op["op"], self.run_op(op, 1000 * phase + index)))
             except Exception as exc:  # recorded: both sides must fail alike
@@ -288,7 +293,11 @@ class Runner:
         self.etype = op["etype"]
         self.holes = False
         base = getattr(MPI, op["etype"])
-        disp = op["disp"]
+        # The k-th view of a phase works in region k of the file (P·RANK_GAP bytes), so no two
+        # ranks write the same byte within one open: MPI leaves such conflicting writes undefined
+        # without sync-barrier-sync, and PLFS orders overlapping writes per writer only.
+        disp = op["disp"] + self.views * self.P * RANK_GAP
+        self.views += 1
         if op["placement"] == "shift":
             disp += self.rank * RANK_GAP
         info = MPI.Info.Create() if op["info"] else None
@@ -332,8 +341,9 @@ class Runner:
         if kind in ("seek", "seek_shared") and op["whence"] == "SEEK_END" and self.holes:
             # Open MPI 4.1's SEEK_END in a view with holes is not the end of the view's data (on
             # a 40-byte file with a vector(2, 1, 3) byte filetype, a write after Seek(0,
-            # SEEK_END) lands at byte 23): no oracle there, the harness seeks from the start.
-            op = dict(op, whence="SEEK_SET")
+            # SEEK_END) lands at byte 23): no oracle there, the harness seeks from the start
+            # (the shared pointer from where it is, see io_ops).
+            op = dict(op, whence="SEEK_SET" if kind == "seek" else "SEEK_CUR")
         if kind == "seek":
             whence = getattr(MPI, op["whence"])
             self.call("Seek", snake, op["offsets"][rank], whence)
@@ -519,6 +529,9 @@ def make_check(directory, backends, options=None):
                                   options)
                 if verdict:
                     verdicts.append(verdict)
+            if verdicts and os.environ.get("HB_DIFF_DEBUG") and comm.rank == 0:
+                with open(f"{os.environ['HB_DIFF_DEBUG']}.failures", "a") as log:
+                    print("; ".join(verdicts), program, sep="\n", file=log)
             return "; ".join(verdicts) + f"\nprogram: {program!r}" if verdicts else None
         return check
     return factory
