@@ -121,6 +121,7 @@ class File:
         self._split = None  # the split collective under way: (name, byte count)
         self._closed = False
         self._shared = _SharedPointer(comm)
+        self._plfs = target.fs.backend_name.lower().startswith("plfs") and target.mode.write
 
     # -- opening and closing ------------------------------------------------------------------
     @classmethod
@@ -415,9 +416,32 @@ class File:
         """Collective write of ``buf`` at view offset ``offset``, aggregated in two phases."""
         offset, msg = self._collective(lambda: self._prepare_write(offset, buf))
         offsets, lengths = self._view.extents(offset, msg.nbytes)
-        n = self._exchanger.write(msg.data, offsets, lengths)
+        n = self._collective_write(msg, offsets, lengths)
         _set_status(status, n)
         return n
+
+    def _collective_write(self, msg, offsets, lengths) -> int:
+        """The exchange of a collective write, ordered with this rank's other writes on PLFS.
+
+        On PLFS, overlapping writes are ordered by per-process sequence numbers; an aggregator
+        writes other ranks' bytes with its own. So that each rank's writes keep their call order
+        (MPI's guarantee for one process's accesses), the ranks raise their sequence counters to
+        a common floor before the exchange and again after it: an aggregator's records follow
+        every earlier write of the ranks it serves, and precede their later ones.
+        """
+        self._plfs_sequence_floor()
+        n = self._exchanger.write(msg.data, offsets, lengths)
+        self._plfs_sequence_floor()
+        return n
+
+    def _plfs_sequence_floor(self) -> None:
+        if not self._plfs:
+            return
+        from mpi4py import MPI
+
+        from ..plfs.writer import advance_sequence, next_sequence
+
+        advance_sequence(self.comm.allreduce(next_sequence(), op=MPI.MAX))
 
     def Read_at_all(self, offset: int, buf, status=None) -> int:
         """Collective read into ``buf`` from view offset ``offset``; returns bytes before end of file."""
@@ -577,7 +601,7 @@ class File:
         """Collective write at the shared file pointer, the ranks' data in rank order."""
         (_, msg), position = self._ordered(lambda: self._prepare_write(0, buf), lambda p: p[1].nbytes)
         offsets, lengths = self._view.extents(position, msg.nbytes)
-        n = self._exchanger.write(msg.data, offsets, lengths)
+        n = self._collective_write(msg, offsets, lengths)
         _set_status(status, n)
         return n
 
