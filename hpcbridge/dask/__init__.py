@@ -20,7 +20,7 @@ __all__ = [
     "read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag",
     "LocalityReport", "LocalityWarning", "Partition", "Chunk", "RecordFormat",
     "teragen", "grep", "wordcount", "terasort", "validate_sort", "dummy_read", "JobResult",
-    "read_hdf5", "array_report",
+    "read_hdf5", "array_report", "flash_stats", "open_dataset",
 ]
 
 _LOCATIONS = {
@@ -30,7 +30,7 @@ _LOCATIONS = {
     "Partition": "partitions", "Chunk": "partitions", "RecordFormat": "partitions",
     "teragen": "jobs", "grep": "jobs", "wordcount": "jobs", "terasort": "jobs", "validate_sort": "jobs",
     "dummy_read": "jobs", "JobResult": "jobs",
-    "read_hdf5": "arrays", "array_report": "arrays",
+    "read_hdf5": "arrays", "array_report": "arrays", "flash_stats": "flash", "open_dataset": "xarray",
 }
 
 

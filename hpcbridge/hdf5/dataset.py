@@ -27,7 +27,7 @@ from .errors import DatasetNotFoundError, HDF5Error, HDF5FormatError, NotHDF5Err
 from .filters import Filter, check_pipeline, decode
 from .layout import CHUNKED, COMPACT, CONTIGUOUS, read_layout, read_superblock
 
-__all__ = ["DatasetInfo", "describe", "read_region", "chunk_ranges", "contiguous_runs", "open_cached"]
+__all__ = ["DatasetInfo", "describe", "read_region", "chunk_ranges", "contiguous_runs", "open_cached", "require_h5py"]
 
 #: Coalesce adjacent stored chunks into reads of at most this many bytes.
 MAX_RUN = 64 << 20
@@ -84,7 +84,8 @@ def open_cached(fs, path: str, size: int | None = None) -> BlockCacheFile:
     return BlockCacheFile(fs.open(path, "rb", buffering=0), size, fs.url(path))
 
 
-def _h5py(url: str):
+def require_h5py(url: str):
+    """The h5py module, or MissingDependencyError naming the file it was needed for."""
     try:
         import h5py
     except ImportError:
@@ -140,7 +141,7 @@ def describe(fs, path: str, dataset: str) -> tuple[DatasetInfo, ChunkIndex | Non
 
 
 def _describe(fs, path: str, dataset: str, url: str, size: int):
-    h5py = _h5py(url)
+    h5py = require_h5py(url)
     f = open_cached(fs, path, size)
     try:
         sb = read_superblock(f, url)
