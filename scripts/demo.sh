@@ -19,3 +19,14 @@ echo "=== 2. Hadoop: stage the results into a local HDFS and show the block layo
 echo
 echo "=== 3. Locality-aware Dask: HDFS testbed + one Dask worker per DataNode host; teragen, grep, wordcount, terasort ==="
 "$here/.venv/bin/python" examples/dask_jobs.py --size "${DEMO_DASK_SIZE:-64M}"
+# --- FLASH analytics (issue 13): FLASH-IO checkpoint -> HDFS testbed -> hpcbridge dask flash ------
+echo
+echo "=== 4. FLASH analytics: a FLASH-IO checkpoint ($NP ranks, parallel HDF5) staged into an HDFS testbed; hpcbridge dask flash with locality on and off ==="
+FLASH_DIR="$here/.demo-data/flash"
+mkdir -p "$FLASH_DIR"
+mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" benchmarks/flash_io.py --nxb 8 --blocks 20 --keep \
+  --dir "$FLASH_DIR" --output "$FLASH_DIR/flash_io.json" | tail -n 7
+"$here/.venv/bin/python" examples/flash_analytics.py --checkpoint "$FLASH_DIR/flash_io_test_hdf5_chk_0000" \
+  --plot "$FLASH_DIR/dens_histogram.png"
+rm -f "$FLASH_DIR"/flash_io_test_hdf5_*
+# --- end FLASH analytics ---------------------------------------------------------------------------
