@@ -24,7 +24,7 @@ from .hosts import host_matches, host_of_address
 from .partitions import Chunk, Partition, RecordFormat
 
 __all__ = ["ReadSpec", "read_partition", "read_spec", "read_chunk", "EVENT_TOPIC", "local_events", "emit_event",
-           "attribute", "worker_host", "cached_fs"]
+           "worker_host", "cached_fs"]
 
 #: Topic of the scheduler event log the read tasks report to.
 EVENT_TOPIC = "hpcbridge-locality"
@@ -43,6 +43,7 @@ def local_events() -> list[dict]:
 
 
 def cached_fs(fs: FileSystem) -> FileSystem:
+    """This worker process's connection for ``fs`` (one per file system, reused across tasks)."""
     # A file system arrives pickled with every task; reuse one connection (and its layout cache)
     # per worker process instead of reconnecting for each partition.
     with _LOCAL_LOCK:
@@ -95,6 +96,7 @@ def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
 
 
 def worker_host() -> tuple[str, object]:
+    """``(host, worker)`` of the running ``distributed`` worker, or ``(hostname, None)`` outside one."""
     try:
         from distributed import get_worker
 
@@ -104,7 +106,7 @@ def worker_host() -> tuple[str, object]:
         return socket.gethostname(), None
 
 
-def attribute(fs: FileSystem, path: str, ranges: list, worker_host: str, tally: dict) -> None:
+def _attribute(fs: FileSystem, path: str, ranges: list, worker_host: str, tally: dict) -> None:
     for offset, length in ranges:
         if length <= 0:
             continue
@@ -148,7 +150,7 @@ def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job:
         fetched: list = []
         with fs.open(chunk.path, "rb") as f:
             pieces.append(read_chunk(f, chunk, fmt, fetched))
-        attribute(fs, chunk.path, fetched, host, tally)
+        _attribute(fs, chunk.path, fetched, host, tally)
     data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     event = {
         "job": job, "partition": partition.index, "worker_host": host,
