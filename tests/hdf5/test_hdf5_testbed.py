@@ -15,7 +15,9 @@ from hpcbridge.fs.transfer import copy_file  # noqa: E402
 
 pytestmark = pytest.mark.hdfs
 
-BLOCK = 1 << 20
+#: HDFS block size of the staged file: 4 MiB (7 blocks) rather than 1 MiB: hdfs-native does not
+#: retry addBlock on NotReplicatedYetException, and under load many small blocks made staging flaky.
+BLOCK = 4 << 20
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,7 @@ def source(tmp_path_factory):
     gzip+shuffle+fletcher32 one."""
     path = tmp_path_factory.mktemp("h5tb") / "src.h5"
     rng = np.random.default_rng(7)
-    data = {"contig": rng.normal(size=(3072, 1024)),  # 24 MiB: 24+ blocks of 1 MiB
+    data = {"contig": rng.normal(size=(3072, 1024)),  # 24 MiB: 6+ blocks of 4 MiB
             "gz": np.cumsum(rng.normal(size=(2048, 512)), axis=1).astype(np.float32),
             "gzf": rng.integers(0, 1 << 20, size=(600, 300), dtype=np.int64)}
     with h5py.File(path, "w") as f:
@@ -37,7 +39,7 @@ def source(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["hdfs", "plfs+hdfs"])
 def staged(request, dask_testbed, source):
-    """``(url, storage options)`` of the source file copied into HDFS (1 MiB blocks, replication 1),
+    """``(url, storage options)`` of the source file copied into HDFS (4 MiB blocks, replication 1),
     or into a PLFS container on HDFS."""
     path, _ = source
     root = f"/tests/h5-{uuid.uuid4().hex[:8]}"
@@ -79,7 +81,10 @@ def test_locality_on_and_off(dask_testbed, staged, source):
     assert len(hosts) >= 2, "the testbed put every block on one DataNode"
     results = {}
     for on in (True, False):
-        arr = hd.read_hdf5(url, "contig", client=client, storage_options=options, locality=on)
+        # No balancing cap: 7 blocks on 3 DataNodes are often uneven, and the cap would send
+        # tasks away on purpose (the full-size run in benchmarks/hdf5_dask.py keeps the default).
+        arr = hd.read_hdf5(url, "contig", client=client, storage_options=options, locality=on,
+                           partition_size=BLOCK // 2, balance=None)
         assert arr.npartitions >= 12
         assert float(client.compute(arr.sum(), sync=True)) == pytest.approx(source[1]["contig"].sum(), rel=1e-9)
         results[on] = hd.array_report(arr, client)
