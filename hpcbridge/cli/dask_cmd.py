@@ -136,7 +136,7 @@ def cmd_dask(args) -> object:
 
 def _print_flash(args, result) -> None:
     value = result.value
-    print(f"flash statistics of {args.url}: {result.seconds:.2f} s, {result.partitions} read tasks, "
+    print(f"flash statistics of {args.url}: {result.seconds:.2f} s, {result.report.tasks} read tasks, "
           f"{value['blocks']} blocks, {value['cells']} cells per variable, locality "
           f"{'on' if args.locality else 'off'}")
     print(f"  {'variable':<10} {'min':>14} {'max':>14} {'mean':>14}")
