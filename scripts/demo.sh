@@ -24,3 +24,14 @@ echo
 echo "=== 4. Unmodified parallel HDF5 through hpcbridge mount: FLASH-IO checkpoint into PLFS on the HDFS testbed ==="
 bash "$here/scripts/demo_mount.sh"
 # --- hpcbridge mount section (issue 12): end -------------------------------------------------------
+# --- FLASH analytics (issue 13): FLASH-IO checkpoint -> HDFS testbed -> hpcbridge dask flash ------
+echo
+echo "=== 5. FLASH analytics: a FLASH-IO checkpoint ($NP ranks, parallel HDF5) staged into an HDFS testbed; hpcbridge dask flash with locality on and off ==="
+FLASH_DIR="$here/.demo-data/flash"
+mkdir -p "$FLASH_DIR"
+mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" benchmarks/flash_io.py --nxb 8 --blocks 20 --keep \
+  --dir "$FLASH_DIR" --output "$FLASH_DIR/flash_io.json" | tail -n 7
+"$here/.venv/bin/python" examples/flash_analytics.py --checkpoint "$FLASH_DIR/flash_io_test_hdf5_chk_0000" \
+  --plot "$FLASH_DIR/dens_histogram.png"
+rm -f "$FLASH_DIR"/flash_io_test_hdf5_*
+# --- end FLASH analytics ---------------------------------------------------------------------------

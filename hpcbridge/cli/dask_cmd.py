@@ -22,9 +22,10 @@ def add_dask_parser(add) -> None:
     """Add the ``dask`` command to the parser (``add`` as in :func:`hpcbridge.cli.main.build_parser`)."""
     p = add("dask", cmd_dask, "run the seeds' jobs (teragen, grep, wordcount, sort, validate, read) as "
                               "locality-aware Dask jobs and print their locality report")
-    p.add_argument("job", choices=["teragen", "grep", "wordcount", "sort", "validate", "read"],
+    p.add_argument("job", choices=["teragen", "grep", "wordcount", "sort", "validate", "read", "flash"],
                    help="teragen URL: write 100-byte records; grep URL PATTERN: count regex matches; wordcount URL; "
-                        "sort URL OUT: TeraSort; validate OUT [--input URL]: TeraValidate; read URL: read and discard")
+                        "sort URL OUT: TeraSort; validate OUT [--input URL]: TeraValidate; read URL: read and discard; "
+                        "flash URL: min/max/mean of every variable of a FLASH-IO checkpoint (HDF5) and a histogram")
     p.add_argument("url", help="input (output directory for teragen, sorted output for validate); globs allowed")
     p.add_argument("arg", nargs="?", help="grep: the pattern (Python regex); sort: the output directory URL")
     p.add_argument("--scheduler", help="Dask scheduler address (default: the testbed's, else local threads)")
@@ -43,6 +44,9 @@ def add_dask_parser(add) -> None:
     p.add_argument("--input", default=None, help="validate: the unsorted input, to compare the record multisets")
     p.add_argument("--word", default=None, help="wordcount: regex of a word (default: whitespace-separated tokens)")
     p.add_argument("--top", type=int, default=10, help="wordcount: how many of the most frequent words to print")
+    p.add_argument("--variable", default=None, help="flash: the variable to histogram (default dens)")
+    p.add_argument("--bins", type=int, default=20, help="flash: histogram bins (default 20)")
+    p.add_argument("--plot", metavar="PNG", default=None, help="flash: write the histogram as a PNG")
 
 
 @contextlib.contextmanager
@@ -103,6 +107,13 @@ def cmd_dask(args) -> object:
             result = hd.terasort(args.url, args.arg, outputs=args.outputs, overwrite=args.overwrite, **common)
         elif args.job == "validate":
             result = hd.validate_sort(args.url, args.input, client=client, storage_options=options)
+        elif args.job == "flash":
+            if args.blocksize:
+                raise ValueError("hpcbridge dask flash takes --partition-size, not --blocksize (blocks follow the "
+                                 "checkpoint's storage)")
+            result = hd.flash_stats(args.url, histogram=args.variable, bins=args.bins, client=client,
+                                    locality=args.locality, partition_size=args.partition_size,
+                                    storage_options=options)
         else:
             result = hd.dummy_read(args.url, **common)
     if args.job == "wordcount":
@@ -112,6 +123,14 @@ def cmd_dask(args) -> object:
         result.value = summary
     if args.job == "validate" and not result.value["ok"]:
         args.exit_code = 1
+    if args.job == "flash" and args.plot:
+        from ..dask.flash import plot_histogram
+
+        plot_histogram(result.value, args.plot, f"{result.value['histogram']['variable']} of {args.url}")
+        result.details["plot"] = args.plot
+    if args.job == "flash" and not args.json:
+        _print_flash(args, result)
+        return None
     if args.json:
         return result.as_dict()
     if args.job == "teragen":  # a writing job: no read partitions, no locality report
@@ -142,3 +161,21 @@ def _print_value(value, indent: str = "") -> None:
             print(f"{indent}{json.dumps(item, default=str) if isinstance(item, (list, dict)) else item}")
     else:
         print(f"{indent}{value}")
+
+
+def _print_flash(args, result) -> None:
+    value = result.value
+    print(f"flash statistics of {args.url}: {result.seconds:.2f} s, {result.report.tasks} read tasks, "
+          f"{value['blocks']} blocks, {value['cells']} cells per variable, locality "
+          f"{'on' if args.locality else 'off'}")
+    print(f"  {'variable':<10} {'min':>14} {'max':>14} {'mean':>14}")
+    for name, s in value["variables"].items():
+        print(f"  {name:<10} {s['min']:>14.6g} {s['max']:>14.6g} {s['mean']:>14.6g}")
+    hist = value["histogram"]
+    peak = max(hist["counts"]) or 1
+    print(f"  histogram of {hist['variable']} ({len(hist['counts'])} bins):")
+    for lo, hi, n in zip(hist["edges"], hist["edges"][1:], hist["counts"]):
+        print(f"    [{lo:>11.5g}, {hi:>11.5g})  {n:>10}  {'#' * round(40 * n / peak)}")
+    if result.details.get("plot"):
+        print(f"  histogram written to {result.details['plot']}")
+    print(result.report.format())

@@ -1,5 +1,9 @@
 """Locality-aware Dask on any backend that reports block locations (HDFS, PLFS, POSIX layouts).
 
+Records (``read_text``, ``read_records``, ``read_csv`` and the seeds' jobs) and arrays
+(``read_hdf5``, ``open_dataset`` for NetCDF-4 / HDF5 through xarray, ``flash_stats`` over a
+FLASH-IO checkpoint; see docs/arrays.md).
+
 Partitions follow storage blocks (small blocks on one host grouped into metablocks), every read
 task is restricted softly to the Dask workers on the hosts storing its bytes, records are aligned
 as Hadoop's LineRecordReader, and each job reports the bytes it read locally and remotely.
@@ -16,6 +20,7 @@ __all__ = [
     "read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag",
     "LocalityReport", "LocalityWarning", "Partition", "Chunk", "RecordFormat",
     "teragen", "grep", "wordcount", "terasort", "validate_sort", "dummy_read", "JobResult",
+    "read_hdf5", "array_report", "flash_stats", "open_dataset",
 ]
 
 _LOCATIONS = {
@@ -25,6 +30,7 @@ _LOCATIONS = {
     "Partition": "partitions", "Chunk": "partitions", "RecordFormat": "partitions",
     "teragen": "jobs", "grep": "jobs", "wordcount": "jobs", "terasort": "jobs", "validate_sort": "jobs",
     "dummy_read": "jobs", "JobResult": "jobs",
+    "read_hdf5": "arrays", "array_report": "arrays", "flash_stats": "flash", "open_dataset": "xarray",
 }
 
 

@@ -23,7 +23,8 @@ from ..fs.base import FileSystem
 from .hosts import host_matches, host_of_address
 from .partitions import Chunk, Partition, RecordFormat
 
-__all__ = ["ReadSpec", "read_partition", "read_spec", "read_chunk", "EVENT_TOPIC", "local_events"]
+__all__ = ["ReadSpec", "read_partition", "read_spec", "read_chunk", "EVENT_TOPIC", "local_events", "emit_event",
+           "worker_host", "cached_fs"]
 
 #: Topic of the scheduler event log the read tasks report to.
 EVENT_TOPIC = "hpcbridge-locality"
@@ -41,7 +42,8 @@ def local_events() -> list[dict]:
         return list(_LOCAL_EVENTS)
 
 
-def _cached(fs: FileSystem) -> FileSystem:
+def cached_fs(fs: FileSystem) -> FileSystem:
+    """This worker process's connection for ``fs`` (one per file system, reused across tasks)."""
     # A file system arrives pickled with every task; reuse one connection (and its layout cache)
     # per worker process instead of reconnecting for each partition.
     with _LOCAL_LOCK:
@@ -93,7 +95,8 @@ def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
     return bytes(memoryview(buf)[start - chunk.start:end - chunk.start])
 
 
-def _worker_host() -> tuple[str, object]:
+def worker_host() -> tuple[str, object]:
+    """``(host, worker)`` of the running ``distributed`` worker, or ``(hostname, None)`` outside one."""
     try:
         from distributed import get_worker
 
@@ -138,8 +141,8 @@ def read_spec(spec: ReadSpec) -> list:
 def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job: str) -> bytes:
     """Read a partition's whole records (its chunks in order, concatenated) and report where the
     bytes came from (see the module docstring)."""
-    fs = _cached(fs)
-    worker_host, worker = _worker_host()
+    fs = cached_fs(fs)
+    host, worker = worker_host()
     started = time.perf_counter()
     pieces = []
     tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
@@ -147,18 +150,24 @@ def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job:
         fetched: list = []
         with fs.open(chunk.path, "rb") as f:
             pieces.append(read_chunk(f, chunk, fmt, fetched))
-        _attribute(fs, chunk.path, fetched, worker_host, tally)
+        _attribute(fs, chunk.path, fetched, host, tally)
     data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     event = {
-        "job": job, "partition": partition.index, "worker_host": worker_host,
+        "job": job, "partition": partition.index, "worker_host": host,
         "worker": worker.address if worker is not None else None,
         "preferred": partition.primary_host, "bytes_local": tally["local"], "bytes_remote": tally["remote"],
         "bytes_by_host": dict(tally["hosts"]), "records_bytes": len(data),
         "seconds": time.perf_counter() - started,
     }
+    emit_event(worker, event)
+    return data
+
+
+def emit_event(worker, event: dict) -> None:
+    """Send a read task's measurement to the scheduler's event log (or, without a
+    ``distributed`` worker, to this process's list)."""
     if worker is not None:
         worker.log_event(EVENT_TOPIC, event)
     else:
         with _LOCAL_LOCK:
             _LOCAL_EVENTS.append(event)
-    return data

@@ -1,0 +1,89 @@
+"""The read task of an array block: a hyperslab of an HDF5 dataset, and where its bytes came from.
+
+:func:`read_array_block` runs inside a Dask task: it opens the file through hpcbridge, reads the
+block's bytes (:func:`hpcbridge.hdf5.read_region`: one read per contiguous run straight into the
+output, or the block's stored chunks, decoded), and reports the bytes it fetched per serving
+host, as the record readers do (:mod:`hpcbridge.dask.reader`), so the job's
+:class:`~hpcbridge.dask.report.LocalityReport` is measured, not planned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..fs.base import FileSystem
+from ..hdf5 import ChunkIndex, DatasetInfo, read_region
+from .hosts import host_matches
+from .reader import cached_fs, emit_event, worker_host
+
+__all__ = ["ArrayReadSpec", "read_array_block", "attribute_ranges"]
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayReadSpec:
+    """Everything one array read task needs, and the workers it should run on.
+
+    The scheduler plugin (:class:`~hpcbridge.dask.scheduling.LocalityPlugin`) recognises read
+    tasks by this argument and restricts them softly to ``workers``.
+    """
+
+    fs: FileSystem
+    path: str
+    info: DatasetInfo
+    region: tuple[tuple[int, int], ...]
+    index: ChunkIndex | None
+    job: str
+    block: int
+    preferred: str | None = None
+    #: Addresses of the workers on the hosts storing the block's bytes (empty: anywhere).
+    workers: tuple[str, ...] = ()
+
+
+def attribute_ranges(fs: FileSystem, path: str, ranges: list, host: str, tally: dict) -> None:
+    """Add the bytes of ``ranges`` (``(offset, length)``) to ``tally`` per serving host: the
+    worker's host when it stores a copy, else the first host listed (as the record readers)."""
+    ranges = sorted((int(o), int(n)) for o, n in ranges if n > 0)
+    if not ranges:
+        return
+    lo, hi = ranges[0][0], max(o + n for o, n in ranges)
+    blocks = fs.block_locations(path, lo, hi - lo)
+    starts = np.array([b.offset for b in blocks], np.int64)
+    for offset, length in ranges:
+        end = offset + length
+        i = max(int(np.searchsorted(starts, offset, side="right")) - 1, 0)
+        while i < len(blocks) and blocks[i].offset < end:
+            b = blocks[i]
+            n = min(b.end, end) - max(b.offset, offset)
+            if n > 0:
+                local = next((h for h in b.hosts if host_matches(h, host)), None)
+                served = local or (b.hosts[0] if b.hosts else "unknown")
+                tally["hosts"][served] += n
+                tally["local" if local else "remote"] += n
+            i += 1
+
+
+def read_array_block(spec: ArrayReadSpec) -> np.ndarray:
+    """The body of an array read task: the block's values as a numpy array (native byte order)."""
+    fs = cached_fs(spec.fs)
+    host, worker = worker_host()
+    started = time.perf_counter()
+    if spec.info.layout == "compact":
+        out, fetched = read_region(None, spec.info, spec.region)
+    else:
+        with fs.open(spec.path, "rb", buffering=0) as f:
+            out, fetched = read_region(f, spec.info, spec.region, spec.index)
+    tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
+    attribute_ranges(fs, spec.path, fetched, host, tally)
+    emit_event(worker, {
+        "job": spec.job, "partition": spec.block, "worker_host": host,
+        "worker": worker.address if worker is not None else None, "preferred": spec.preferred,
+        "bytes_local": tally["local"], "bytes_remote": tally["remote"], "bytes_by_host": dict(tally["hosts"]),
+        "records_bytes": int(out.nbytes), "seconds": time.perf_counter() - started,
+    })
+    if not out.dtype.isnative:
+        out = out.astype(out.dtype.newbyteorder("="))
+    return out

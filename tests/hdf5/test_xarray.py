@@ -1,0 +1,116 @@
+"""NetCDF-4 through xarray: hpcbridge.dask.open_dataset (variables are read_hdf5 arrays) against
+xarray's own h5netcdf reader on the local file, and plain xarray over the hpcbridge+ fsspec protocol."""
+
+import uuid
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
+xr = pytest.importorskip("xarray", reason="NetCDF-4 datasets need xarray: pip install 'hpcbridge[hdf5]'")
+h5netcdf = pytest.importorskip("h5netcdf", reason="NetCDF-4 datasets need h5netcdf: pip install 'hpcbridge[hdf5]'")
+pytest.importorskip("dask.array")
+
+import fsspec  # noqa: E402
+
+import hpcbridge  # noqa: E402
+import hpcbridge.dask as hd  # noqa: E402
+from hpcbridge.fs.transfer import copy_file  # noqa: E402
+from hpcbridge.hdf5 import NotHDF5Error  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def netcdf(tmp_path_factory):
+    """A CF NetCDF-4 file: time/lat/lon coordinates, a packed int16 variable (scale_factor,
+    add_offset, _FillValue) chunked with gzip+shuffle, a contiguous float64 one, a group."""
+    path = tmp_path_factory.mktemp("nc") / "climate.nc"
+    rng = np.random.default_rng(5)
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"time": 6, "lat": 45, "lon": 90}
+        f.attrs["title"] = "hpcbridge test"
+        t = f.create_variable("time", ("time",), "f8")
+        t[:] = np.arange(6) * 30.0
+        t.attrs["units"] = "days since 2000-01-01"
+        f.create_variable("lat", ("lat",), "f4")[:] = np.linspace(-88, 88, 45)
+        f.create_variable("lon", ("lon",), "f4")[:] = np.arange(90) * 4.0
+        packed = rng.integers(-30000, 30000, size=(6, 45, 90)).astype("i2")
+        packed[0, :3, :5] = -32767
+        v = f.create_variable("tas", ("time", "lat", "lon"), "i2", chunks=(1, 15, 45), compression="gzip",
+                              shuffle=True)
+        v[:] = packed
+        v.attrs.update({"scale_factor": 0.01, "add_offset": 280.0, "_FillValue": np.int16(-32767), "units": "K"})
+        f.create_variable("pr", ("time", "lat", "lon"), "f8")[:] = rng.gamma(2.0, size=(6, 45, 90))
+        g = f.create_group("ocean")
+        g.dimensions = {"depth": 7}
+        g.create_variable("sst", ("depth", "lon"), "f4", chunks=(7, 30), compression="gzip")[:] = \
+            rng.normal(size=(7, 90)).astype("f4")
+    return str(path)
+
+
+def expected(path, group=None):
+    return xr.open_dataset(path, engine="h5netcdf", group=group).load()
+
+
+def test_open_dataset_equals_xarray(netcdf, tmp_path):
+    url = f"file://{netcdf}"
+    ds = hd.open_dataset(url)
+    assert ds.tas.chunks is not None and ds.pr.chunks is not None  # dask arrays, not loaded
+    assert ds.attrs["hpcbridge_job"]
+    ref = expected(netcdf)
+    assert ds.tas.encoding.get("scale_factor") == 0.01 and ds.time.dtype.kind == "M"
+    xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
+    np.testing.assert_allclose(float(ds.tas.mean()), float(ref.tas.mean()), rtol=1e-12)
+    assert int(ds.tas.isnull().sum()) == 15
+    report = hd.array_report(ds.attrs["hpcbridge_job"])
+    assert report.tasks >= 2
+    sst = hd.open_dataset(url, group="ocean")
+    xr.testing.assert_identical(sst.load().drop_attrs(deep=False), expected(netcdf, "ocean").drop_attrs(deep=False))
+    raw = hd.open_dataset(url, mask_and_scale=False, decode_times=False)
+    assert raw.tas.dtype == np.int16 and raw.time.dtype == np.float64
+    # From a PLFS container too.
+    fs, target = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/c.nc")
+    copy_file(hpcbridge.connect("file://"), netcdf, fs, target)
+    plfs = hd.open_dataset(f"plfs+file://{tmp_path}/c.nc", chunks={"time": 2})
+    assert plfs.tas.chunks[0] == (2, 2, 2)
+    xr.testing.assert_identical(plfs.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
+
+
+def test_plain_xarray_through_fsspec_file_object(netcdf):
+    """xarray with its own h5netcdf engine, reading through the hpcbridge+file fsspec protocol."""
+    with fsspec.open(f"hpcbridge+file://{netcdf}", "rb") as f:
+        ds = xr.open_dataset(f, engine="h5netcdf").load()
+    xr.testing.assert_identical(ds, expected(netcdf))
+
+
+def test_open_dataset_bad_inputs(netcdf, tmp_path):
+    text = tmp_path / "x.nc"
+    text.write_bytes(b"CDF\x01" + b"\0" * 2000)  # NetCDF-3 classic: not HDF5
+    with pytest.raises(NotHDF5Error, match=f"file://{text} is not an HDF5 file"):
+        hd.open_dataset(f"file://{text}")
+    with pytest.raises(FileNotFoundError, match="nope.nc"):
+        hd.open_dataset(f"file://{tmp_path}/nope.nc")
+    with pytest.raises(OSError, match="no group 'deep'"):
+        hd.open_dataset(f"file://{netcdf}", group="deep")
+
+
+@pytest.mark.hdfs
+def test_xarray_on_hdfs(dask_testbed, netcdf):
+    """On the HDFS testbed: plain xarray over hpcbridge+hdfs://, and open_dataset with the
+    testbed's workers, both equal to xarray on the local file."""
+    client = dask_testbed.client
+    netloc = dask_testbed.url.split("://", 1)[1]
+    root = f"/tests/nc-{uuid.uuid4().hex[:8]}"
+    options = {**dask_testbed.storage_options, "block_size": 64 << 10, "replication": 1}
+    fs, path = hpcbridge.url_to_fs(f"hdfs://{netloc}{root}/climate.nc", **options)
+    fs.mkdir(root, parents=True)
+    try:
+        copy_file(hpcbridge.connect("file://"), netcdf, fs, path)
+        ref = expected(netcdf)
+        with fsspec.open(f"hpcbridge+hdfs://{netloc}{root}/climate.nc", "rb", **dask_testbed.storage_options) as f:
+            xr.testing.assert_identical(xr.open_dataset(f, engine="h5netcdf").load(), ref)
+        ds = hd.open_dataset(f"hdfs://{netloc}{root}/climate.nc", client=client, storage_options=options)
+        xr.testing.assert_identical(client.compute(ds, sync=True).drop_attrs(deep=False), ref.drop_attrs(deep=False))
+        report = hd.array_report(ds.attrs["hpcbridge_job"], client)
+        assert report.tasks >= 2 and set(report.bytes_by_host) <= set(dask_testbed.hosts)
+    finally:
+        dask_testbed.fs().rm(root, recursive=True)
