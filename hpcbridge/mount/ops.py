@@ -442,10 +442,19 @@ class BridgeOperations(mfusepy.Operations):
             path = self._handles[fh.fh].path
         elif path is None:
             raise mfusepy.FuseOSError(errno.EBADF)
-        info = self.fs.info(self.backend_path(path))
-        attrs = self._attrs(info)
         state = self._states.get(path)
-        if state is not None and not info.is_dir:
+        if state is not None and self.plfs:
+            # Open here: the size is the daemon's, and asking the library would read every index
+            # log (a PLFS file with open writers has no size in its metadata): the container
+            # directory's attributes and the daemon's size.
+            info = self.fs.backing.info(self.fs._backing_paths(self.backend_path(path))[0])
+            attrs = self._attrs(info)
+            attrs["st_mode"] = stat.S_IFREG | (stat.S_IMODE(info.mode) & 0o666 or 0o644)
+            attrs["st_nlink"] = 1
+        else:
+            info = self.fs.info(self.backend_path(path))
+            attrs = self._attrs(info)
+        if state is not None and (self.plfs or not info.is_dir):
             attrs["st_size"] = state.size()
             attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
         return attrs
