@@ -140,6 +140,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-hdfs", action="store_true", help="PLFS on POSIX only")
     parser.add_argument("--flash-blocks", type=int, default=20, help="FLASH-IO blocks per rank (20; nxb 8)")
     parser.add_argument("--no-flash", action="store_true")
+    parser.add_argument("--no-lanl", action="store_true", help="FLASH-IO only")
     parser.add_argument("--dir", default=None, help="scratch directory on the local file system")
     parser.add_argument("--output", default="results/mount.json")
     args = parser.parse_args(argv)
@@ -167,7 +168,7 @@ def main(argv=None) -> int:
             mounts[name] = stack.enter_context(hpcbridge.mount(url, mp, options=opts))
         ext4 = f"{scratch}/ext4"
         os.mkdir(ext4)
-        for unit in units:
+        for unit in ([] if args.no_lanl else units):
             nobj = max(1, args.per_rank // unit)
             modes = [("nn-ext4", "nn", lambda i: f"{ext4}/nn{i}", {})]
             for name, (url, options) in backings.items():

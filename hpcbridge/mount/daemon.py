@@ -46,6 +46,8 @@ def split_options(values) -> tuple[dict, dict, dict]:
 
 
 def main(argv=None) -> int:
+    """Serve the mount in the foreground until it is unmounted; 1 (with the reason on stderr)
+    if the URL, the options or the backend are unusable."""
     parser = argparse.ArgumentParser(prog="python -m hpcbridge.mount.daemon",
                                      description="FUSE daemon of `hpcbridge mount` (stays in the foreground)")
     parser.add_argument("url")

@@ -438,20 +438,31 @@ class BridgeOperations(mfusepy.Operations):
     # -- metadata -------------------------------------------------------------------------------
     @_guard
     def getattr(self, path, fh=None):
+        """stat: the backend's metadata; sizes of files open here are the daemon's."""
         if fh is not None and getattr(fh, "fh", 0) in self._handles:
             path = self._handles[fh.fh].path
         elif path is None:
             raise mfusepy.FuseOSError(errno.EBADF)
-        info = self.fs.info(self.backend_path(path))
-        attrs = self._attrs(info)
         state = self._states.get(path)
-        if state is not None and not info.is_dir:
+        if state is not None and self.plfs:
+            # Open here: the size is the daemon's, and asking the library would read every index
+            # log (a PLFS file with open writers has no size in its metadata): the container
+            # directory's attributes and the daemon's size.
+            info = self.fs.backing.info(self.fs._backing_paths(self.backend_path(path))[0])
+            attrs = self._attrs(info)
+            attrs["st_mode"] = stat.S_IFREG | (stat.S_IMODE(info.mode) & 0o666 or 0o644)
+            attrs["st_nlink"] = 1
+        else:
+            info = self.fs.info(self.backend_path(path))
+            attrs = self._attrs(info)
+        if state is not None and (self.plfs or not info.is_dir):
             attrs["st_size"] = state.size()
             attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
         return attrs
 
     @_guard
     def opendir(self, path):
+        """Remember the directory's path (readdir gets none under nullpath_ok)."""
         if not self.fs.isdir(self.backend_path(path)):
             raise mfusepy.FuseOSError(errno.ENOTDIR if self.fs.exists(self.backend_path(path)) else errno.ENOENT)
         fh = next(self._ids)
@@ -460,11 +471,13 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def releasedir(self, path, fh):
+        """Forget an open directory."""
         self._dirs.pop(fh, None)
         return 0
 
     @_guard
     def readdir(self, path, fh):
+        """The entries of a directory from one backend listing."""
         if path is None:
             path = self._dirs.get(fh)
             if path is None:
@@ -486,14 +499,17 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def mkdir(self, path, mode):
+        """Create a directory."""
         self.fs.mkdir(self.backend_path(path))
 
     @_guard
     def rmdir(self, path):
+        """Remove an empty directory."""
         self.fs.rmdir(self.backend_path(path))
 
     @_guard
     def unlink(self, path):
+        """Remove a file (a PLFS container); writers of it in this daemon are closed first."""
         p = self.backend_path(path)
         info = self.fs.info(p)
         if info.is_dir:
@@ -509,6 +525,7 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def rename(self, old, new, flags=0):
+        """rename(2), with RENAME_NOREPLACE; open writers of the source are closed first."""
         if flags & 2:  # RENAME_EXCHANGE
             raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
         src, dst = self.backend_path(old), self.backend_path(new)
@@ -533,6 +550,7 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def chmod(self, path, mode):
+        """Permission bits on file:// backends; EOPNOTSUPP elsewhere."""
         try:
             os.chmod(self.fs.local_path(self.backend_path(path)), stat.S_IMODE(mode))
         except io.UnsupportedOperation:
@@ -540,6 +558,7 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def chown(self, path, uid, gid):
+        """Owners on file:// backends; EOPNOTSUPP elsewhere."""
         try:
             os.chown(self.fs.local_path(self.backend_path(path)), uid, gid)
         except io.UnsupportedOperation:
@@ -558,6 +577,7 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def statfs(self, path):
+        """Free space of the backing file system where it is local; large figures otherwise."""
         try:
             st = os.statvfs(self.fs.local_path(self.backend_path("/")))
         except io.UnsupportedOperation:
@@ -635,10 +655,12 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def open(self, path, fi):
+        """open(2) of an existing file."""
         return self._open(path, fi.flags, fi, create=False)
 
     @_guard
     def create(self, path, mode, fi):
+        """open(2) with O_CREAT."""
         return self._open(path, fi.flags | os.O_CREAT, fi, create=True)
 
     def _release(self, handle: _Handle) -> None:
@@ -654,6 +676,7 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def release(self, path, fi):
+        """The last close of an open file: close its writer and readers."""
         handle = self._handles.pop(fi.fh, None)
         if handle is not None:
             self._release(handle)
@@ -661,17 +684,20 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def flush(self, path, fi):
+        """close(2) of a descriptor: publish what it wrote (see the handle classes)."""
         self._handle(fi).flush()
         return 0
 
     @_guard
     def fsync(self, path, datasync, fi):
+        """The backend's durable sync of what this open file wrote."""
         self._handle(fi).fsync()
         return 0
 
     # -- truncate ---------------------------------------------------------------------------------
     @_guard
     def truncate(self, path, length, fi=None):
+        """truncate/ftruncate/O_TRUNC: grow or shrink (see the module docstring)."""
         if fi is not None and getattr(fi, "fh", 0) in self._handles:
             handle = self._handles[fi.fh]
             state, temporary, path = handle.state, False, handle.path
@@ -768,6 +794,7 @@ class BridgeOperations(mfusepy.Operations):
 
     # -- data -------------------------------------------------------------------------------------
     def read_into(self, fh: int, buf, size: int, offset: int) -> int:
+        """A read request: straight into the kernel's buffer; returns the count or -errno."""
         handle = self._handles.get(fh)
         if handle is None:
             return -errno.EBADF
@@ -782,6 +809,7 @@ class BridgeOperations(mfusepy.Operations):
             return -code
 
     def write_from(self, fh: int, buf, size: int, offset: int) -> int:
+        """A write request from the kernel's buffer; returns the count or -errno."""
         handle = self._handles.get(fh)
         if handle is None or not handle.writable:
             return -errno.EBADF
@@ -809,21 +837,30 @@ class BridgeFUSE(mfusepy.FUSE):
     handed to the backend as a view of it (mfusepy's defaults copy both ways through ``bytes``)."""
 
     def read(self, path, buf, size, offset, fip):
+        """Read into the kernel's buffer (no bytes object)."""
         return self.operations.read_into(fip.contents.fh, buf, size, offset)
 
     def write(self, path, buf, size, offset, fip):
+        """Write from the kernel's buffer (no bytes object)."""
         return self.operations.write_from(fip.contents.fh, buf, size, offset)
 
     def truncate_fuse_3(self, path, length, fip):
+        """truncate with the open file's handle, which mfusepy would drop."""
         # mfusepy drops the file info: ftruncate must reach the open handle (its writer).
         decoded = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.truncate(decoded, length, fip.contents if fip else None)
 
     def rename_fuse_3(self, old, new, flags):
+        """rename with its flags, which mfusepy would drop."""
         return self.operations.rename(old.decode(self.encoding, self.errors),
                                       new.decode(self.encoding, self.errors), flags)
 
 
-# mfusepy registers read/write only if the operations object has them.
-BridgeOperations.read = lambda self, *args: None  # replaced by BridgeFUSE.read
-BridgeOperations.write = lambda self, *args: None  # replaced by BridgeFUSE.write
+def _registered(self, *args):
+    """Never called: BridgeFUSE.read/write serve these requests (mfusepy registers a request
+    only if the operations object has a method of its name)."""
+    raise mfusepy.FuseOSError(errno.ENOSYS)
+
+
+BridgeOperations.read = _registered
+BridgeOperations.write = _registered

@@ -2,14 +2,17 @@
 the backend under test, the library (hpcbridge.plfs on the backing store) is the backdoor."""
 
 import os
+import shutil
+import tempfile
 import uuid
 
+import hypothesis
 import pytest
 
 import hpcbridge
 import hpcbridge.plfs
 from hpcbridge.fs.posix import PosixFileSystem
-from hpcbridge.testing import Backdoor, FileSystemConformance
+from hpcbridge.testing import Backdoor, FileSystemConformance, state_machine_for
 
 
 class MountedPlfs(PosixFileSystem):
@@ -72,3 +75,36 @@ class TestPlfsOnHdfsMountConformance(_MountConformance):
     @pytest.fixture
     def mounted(self, plfs_hdfs_mount):
         return plfs_hdfs_mount
+
+
+_live = {}
+
+
+def _mounted_backend():
+    return MountedPlfs("", block_size=1 << 20), tempfile.mkdtemp(prefix="stateful-", dir=_live["mount"].path)
+
+
+class TestPlfsOnPosixMountStateful(state_machine_for(_mounted_backend).TestCase):
+    """The Hypothesis state machine (random operation sequences against a model) over the mount;
+    fewer examples than on the library backends: every step is several FUSE round trips."""
+
+    settings = hypothesis.settings(max_examples=15, stateful_step_count=20, deadline=None)
+
+    @classmethod
+    def setUpClass(cls):
+        from .conftest import _skip_without_fuse
+
+        _skip_without_fuse()
+        _live["backing"] = tempfile.mkdtemp(prefix="hpcbridge-mnt-stateful-")
+        _live["mountpoint"] = tempfile.mkdtemp(prefix="hpcbridge-mnt-")
+        _live["mount"] = hpcbridge.mount(f"plfs+file://{_live['backing']}", _live["mountpoint"])
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        try:
+            _live.pop("mount").unmount()
+        finally:
+            os.rmdir(_live.pop("mountpoint"))
+            shutil.rmtree(_live.pop("backing"), ignore_errors=True)
