@@ -870,8 +870,8 @@ MPI_FILE_METHODS = (
 )
 
 for _name in MPI_FILE_METHODS:
-    if not hasattr(File, _name.lower()):
-        setattr(File, _name.lower(), getattr(File, _name))
+    if _name.lower() not in File.__dict__:
+        setattr(File, _name.lower(), File.__dict__[_name])  # the same function (classmethods too)
 del _name
 
 

@@ -570,3 +570,141 @@ def test_differential_plfs_hdfs(world, mpi_tmp_path, backing):
     nranks = min(3, world.size)
     examples_on_first_ranks(world, nranks, programs(nranks, phased=True),
                             make_check(directory, [backend], {"webhdfs": webhdfs}), max_examples=3)
+
+
+# -- shrunk failures the harness found, kept as regression tests --------------------------------
+def _view(form, etype, disp=0, spec=None, placement="shift"):
+    return {"op": "view", "form": form, "etype": etype, "disp": disp, "spec": spec, "placement": placement,
+            "info": False}
+
+
+def _io(kind, counts, offsets=None, buf="array", **extra):
+    op = {"op": kind, "snake": False, "buf": buf, "counts": counts, **extra}
+    if offsets is not None:
+        op["offsets"] = offsets
+    return op
+
+
+REGRESSIONS = {
+    # Set_view(disp, etype): the filetype defaults to the etype (hpcbridge used the byte stream).
+    "two-argument-set-view": {"P": 2, "seed": 1, "phases": [
+        {"mode": "w", "ops": [_view(2, "INT", 8), _io("write_at_all", [3, 5], [1, 0]), _io("write", [2, 0])]},
+        {"mode": "r", "ops": [_view(2, "INT", 8), _io("read_at", [9, 9], [0, 0])]}]},
+    # A dense filetype whose typemap starts past 0 (indexed([1], [1])): refused as overlapping.
+    "dense-filetype-past-zero": {"P": 1, "seed": 2, "phases": [
+        {"mode": "w", "ops": [_view(3, "BYTE", 0, ("indexed", [1], [1])), _io("write", [5])]},
+        {"mode": "r", "ops": [_view(3, "BYTE", 0, ("indexed", [1], [1])), _io("read_at", [7], [0])]}]},
+    # SEEK_END in a 1-byte file with an INT etype: Open MPI rounds down (hpcbridge rounded up).
+    "seek-end-partial-etype": {"P": 1, "seed": 3, "phases": [
+        {"mode": "w", "ops": [_view(1, "BYTE"), _io("write", [1])]},
+        {"mode": "r", "ops": [_view(2, "INT"), {"op": "seek", "snake": False, "buf": "array", "whence": "SEEK_END",
+                                                "offset": 0, "offsets": [0]}]}]},
+    # PLFS: a collective write (by the aggregators) between a rank's own independent writes to
+    # the same bytes lost to the earlier one.
+    "plfs-collective-between-independent": {"P": 3, "seed": 4, "phases": [
+        {"mode": "w", "ops": [_view(3, "BYTE", 3, ("contiguous", 3, ("indexed", [2, 2, 2], [3, 6, 11])), "tile"),
+                              _io("write_at", [12, 0, 11], [30, 25, 2]), _io("write_all", [4, 8, 11], buf="typed"),
+                              _io("write_at", [3, 4, 10], [27, 29, 17]), _io("write_all", [2, 11, 2]),
+                              _io("write_at", [7, 11, 1], [27, 2, 21], buf="typed")]},
+        {"mode": "r", "ops": [_view(1, "BYTE", 3), _io("read_at", [40, 40, 40], [0, 0, 0])]}]},
+    # Collective reads past the end of file: Open MPI counts the bytes asked and zero-fills.
+    "collective-read-past-eof": {"P": 3, "seed": 5, "phases": [
+        {"mode": "rw", "ops": [_view(2, "INT", 3), _io("read_at", [12, 3, 0], [2, 34, 18], buf="typed"),
+                               _io("iread_all", [4, 3, 0])]}]},
+    # Buffer specs [buf, MPI.INT] and [buf, n, MPI.INT] (TypeError before).
+    "message-buffer-specs": {"P": 2, "seed": 6, "phases": [
+        {"mode": "rw", "ops": [_view(2, "INT", 0), _io("write_at_all", [4, 2], [0, 4], buf="typed"),
+                               _io("write", [3, 3], buf="counted"), _io("read_at", [5, 5], [0, 1], buf="counted"),
+                               {"op": "seek", "snake": True, "buf": "array", "whence": "SEEK_CUR", "offset": 0,
+                                "offsets": [2, 1]}, _io("read", [4, 4], buf="typed")]}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_differential_regressions(world, mpi_tmp_path, name):
+    from mpi4py import MPI
+
+    from .test_collective_mpi import split
+
+    program = REGRESSIONS[name]
+    if world.size < program["P"]:
+        pytest.skip(f"needs {program['P']} ranks")
+    directory = shared_directory(world, mpi_tmp_path)
+    comm = split(world, program["P"])
+    verdict = None
+    try:
+        if comm != MPI.COMM_NULL:
+            try:
+                verdict = make_check(directory, ["posix", "plfs-posix"])(comm)(program)
+            finally:
+                comm.Free()
+    finally:
+        world.Barrier()
+    assert verdict is None, verdict
+
+
+# -- the API: every public name of mpi4py's MPI.File -------------------------------------------
+def test_every_mpi4py_file_method_exists():
+    from mpi4py import MPI
+
+    from hpcbridge.mpi.file import MPI_FILE_METHODS
+
+    theirs = {name for name in dir(MPI.File) if not name.startswith("_")}
+    missing = sorted(name for name in theirs if not hasattr(File, name))
+    assert not missing, f"hpcbridge.mpi.File lacks {missing}"
+    methods = {name for name in theirs if callable(getattr(MPI.File, name)) and name[0].isupper()}
+    assert methods <= set(MPI_FILE_METHODS), sorted(methods - set(MPI_FILE_METHODS))
+    for name in MPI_FILE_METHODS:  # the snake_case alias is the same function
+        assert File.__dict__[name.lower()] is File.__dict__[name], name
+
+
+# -- errors are collective ---------------------------------------------------------------------
+BAD_ARGUMENTS = {
+    "list-as-buffer": lambda f, rank, MPI: f.Write_at_all(0, [1, 2, 3] if rank == 1 else np.zeros(4, np.uint8)),
+    "negative-offset": lambda f, rank, MPI: f.Write_at_all(-5 if rank == 2 else 0, np.zeros(4, np.uint8)),
+    "negative-view-displacement": lambda f, rank, MPI: f.Set_view(-1 if rank == 0 else 0, MPI.BYTE),
+    "read-into-bytes": lambda f, rank, MPI: f.Read_at_all(0, b"abcd" if rank == 1 else bytearray(4)),
+    "bad-whence-shared": lambda f, rank, MPI: f.Seek_shared(0, 99 if rank == 2 else MPI.SEEK_SET),
+    "partial-etype": lambda f, rank, MPI: (f.Set_view(0, MPI.INT), f.Write_all(np.zeros(3 if rank else 4, np.uint8))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
+def test_bad_argument_on_one_rank_raises_on_all(world, mpi_tmp_path, case):
+    """One rank of 3 passes a bad argument to a collective call: every rank raises (the same
+    exception type), none waits forever. A watchdog thread aborts the job if a rank hangs."""
+    import threading
+
+    from mpi4py import MPI
+
+    from .test_collective_mpi import split
+
+    if world.size < 3:
+        pytest.skip("needs 3 ranks")
+    directory = shared_directory(world, mpi_tmp_path)
+    comm = split(world, 3)
+    outcome = None
+    try:
+        if comm != MPI.COMM_NULL:
+            done = threading.Event()
+
+            def watchdog():
+                if not done.wait(60):
+                    os.write(2, f"rank {world.rank}: {case} hung for 60 s\n".encode())
+                    world.Abort(3)
+
+            threading.Thread(target=watchdog, daemon=True).start()
+            f = File.open(comm, f"file://{directory}/bad-{case}", "w+")
+            try:
+                BAD_ARGUMENTS[case](f, comm.rank, MPI)
+                outcome = "returned"
+            except (TypeError, ValueError) as exc:
+                outcome = type(exc).__name__
+            finally:
+                f.Close()
+                done.set()
+            outcomes = comm.allgather(outcome)
+            comm.Free()
+            assert outcomes[0] in ("TypeError", "ValueError") and len(set(outcomes)) == 1, outcomes
+    finally:
+        world.Barrier()
