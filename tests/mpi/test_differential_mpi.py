@@ -463,7 +463,7 @@ def backend_url(backend, directory):
         return f"file://{directory}/hpcbridge"
     if backend == "plfs-posix":
         return f"plfs+file://{directory}/hpcbridge"
-    return f"{backend}{directory}/hpcbridge"
+    return f"{backend}-hpcbridge"  # a URL prefix (plfs+hdfs://nn:port/name): a file at the root
 
 
 def compare(comm, program, oracle_path, url, options=None):
@@ -533,8 +533,11 @@ def make_check(directory, backends, options=None):
             for backend in backends:
                 if "plfs" in backend and program["phases"][0]["mode"] == "rw":
                     continue  # PLFS handles are write-only or read-only
-                verdict = compare(comm, program, os.path.join(directory, "oracle"), backend_url(backend, directory),
-                                  options)
+                try:
+                    verdict = compare(comm, program, os.path.join(directory, "oracle"),
+                                      backend_url(backend, directory), options)
+                except Exception as exc:  # hpcbridge raises on every rank: a verdict, not a hang
+                    verdict = f"{backend}: {type(exc).__name__}: {exc}"
                 if verdict:
                     verdicts.append(verdict)
             if verdicts and os.environ.get("HB_DIFF_DEBUG") and comm.rank == 0:
