@@ -15,7 +15,9 @@ and every call must return the same bytes, counts and positions.
 
 Ranks write disjoint bytes (views shifted per rank), and the programs put a barrier after every
 call, so that what each rank reads is defined. Shrunk failures found by the harness are kept as
-explicit regression tests at the end of this module.
+explicit regression tests at the end of this module. To debug, set ``HB_DIFF_DEBUG=/some/prefix``
+(``mpirun -x HB_DIFF_DEBUG``): each rank logs the calls it runs to ``prefix.<rank>`` and rank 0
+every failing program, before shrinking, to ``prefix.failures``.
 """
 
 from __future__ import annotations
