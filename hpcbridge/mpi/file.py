@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import io
 import os
-import pickle
 
 import numpy as np
 
+from .agree import agree as _agree
 from .aggregators import choose_aggregators, node_map
 from .hints import Hints, parse_hints
 from .messages import message
@@ -870,8 +870,8 @@ MPI_FILE_METHODS = (
 )
 
 for _name in MPI_FILE_METHODS:
-    if not hasattr(File, _name.lower()):
-        setattr(File, _name.lower(), getattr(File, _name))
+    if _name.lower() not in File.__dict__:
+        setattr(File, _name.lower(), File.__dict__[_name])  # the same function (classmethods too)
 del _name
 
 
@@ -900,29 +900,6 @@ def _info_items(info):
         if info == MPI.INFO_NULL:
             return None
     return info
-
-
-def _agree(comm, error: BaseException | None) -> None:
-    """One ``Allreduce``: the lowest rank whose checks failed, if any, sends its exception to
-    every rank and every rank raises it (the failing rank its own)."""
-    from mpi4py import MPI
-
-    mine = np.array([comm.rank if error is not None else comm.size], dtype=np.int64)
-    first = np.empty(1, dtype=np.int64)
-    comm.Allreduce(mine, first, op=MPI.MIN)
-    root = int(first[0])
-    if root == comm.size:
-        return
-    payload = None
-    if comm.rank == root:
-        try:
-            payload = pickle.dumps(error)
-        except Exception:
-            payload = pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
-    payload = comm.bcast(payload, root=root)
-    if error is not None and comm.rank == root:
-        raise error
-    raise pickle.loads(payload)
 
 
 class _SharedPointer:

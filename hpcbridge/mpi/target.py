@@ -297,18 +297,26 @@ def open_target(comm, url, mode: AccessMode, default_unit: int = 1 << 20, **opti
     Rank 0 creates or truncates the file first so no rank truncates data another rank has
     already written; every rank then opens it. Errors raised on rank 0 are raised on every rank.
     """
-    fs, path = url_to_fs(url, **options)
     from ..plfs.fs import PlfsFileSystem
+    from .agree import agree
 
-    if isinstance(fs, PlfsFileSystem):
+    error = None
+    try:  # each rank's own checks, agreed on before the ranks talk
+        fs, path = url_to_fs(url, **options)
+        plfs = isinstance(fs, PlfsFileSystem)
+        full_url = fs.url(path)
+        if not plfs and mode.write and not (fs.capabilities.positional_write and fs.capabilities.concurrent_writers):
+            raise io.UnsupportedOperation(
+                f"{full_url}: {fs.backend_name} has no concurrent positional writes, so ranks cannot share one "
+                f"file there; write a PLFS container instead: plfs+{fs.scheme}://{fs.netloc}{path}")
+        if not plfs and mode.read and mode.write and not fs.capabilities.read_write:
+            raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} cannot open a file for reading and "
+                                          "writing")
+    except Exception as exc:
+        error = exc
+    agree(comm, error)
+    if plfs:
         return _open_plfs(comm, url, fs, path, mode, **options)
-    full_url = fs.url(path)
-    if mode.write and not (fs.capabilities.positional_write and fs.capabilities.concurrent_writers):
-        raise io.UnsupportedOperation(
-            f"{full_url}: {fs.backend_name} has no concurrent positional writes, so ranks cannot share one "
-            f"file there; write a PLFS container instead: plfs+{fs.scheme}://{fs.netloc}{path}")
-    if mode.read and mode.write and not fs.capabilities.read_write:
-        raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} cannot open a file for reading and writing")
     status = None
     if comm.rank == 0:
         try:
