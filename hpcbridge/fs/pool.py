@@ -10,8 +10,10 @@ most ``timeout`` seconds before getting :class:`~hpcbridge.errors.BackendUnavail
 from __future__ import annotations
 
 import collections
+import os
 import queue
 import threading
+import weakref
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -31,15 +33,28 @@ class CallPool:
         Names the threads and, in errors, the service (e.g. ``hdfs://nn:9820``).
     """
 
+    _pools: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
+
     def __init__(self, workers: int = 8, name: str = "hpcbridge"):
         if workers < 1:
             raise ValueError(f"a call pool needs at least one worker, got {workers}")
         self.workers = workers
         self.name = name
+        self._reset()
+        CallPool._pools.add(self)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle: list[queue.SimpleQueue] = []  # a stack: the most recently idle worker first
         self._backlog: collections.deque = collections.deque()
+
+    @classmethod
+    def _after_fork_in_child(cls) -> None:
+        # A forked child inherits the pools but none of their threads: start over (queued calls
+        # belonged to the parent's callers).
+        for pool in list(cls._pools):
+            pool._reset()
 
     # The most recently idle worker takes the next call (LIFO). A stream of one-at-a-time calls
     # then always runs on the same thread, which hdfs-native serves markedly faster than calls
@@ -99,3 +114,7 @@ class CallPool:
             raise BackendUnavailable(
                 f"{self.name} did not answer {what} within {timeout:g} s (service down or unreachable?)"
             ) from None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=CallPool._after_fork_in_child)
