@@ -43,8 +43,9 @@ class BackendUnavailable(HpcbridgeError, ConnectionError):
 
 
 class ForkSafetyError(HpcbridgeError, RuntimeError):
-    """A client that does not survive ``fork()`` (the JVM of ``driver="libhdfs"``) was used in a
-    forked child; the message says how to start the child instead."""
+    """An HDFS client that does not survive ``fork()`` (the JVM of ``driver="libhdfs"``, the runtime
+    of ``driver="native"``) was used in a child forked after the parent's first call; the message
+    says how to start the child instead."""
 
 
 def os_error(code: int, url: str, backend: str, detail: str | None = None) -> OSError:

@@ -237,6 +237,20 @@ class _HdfsWriteRaw(RawFile):
                 super().close()
 
 
+#: The pid of the process whose first hdfs-native client started hdfs-native's (process-global) tokio
+#: runtime. Its worker threads do not survive fork(): a call in a forked child would hang forever.
+_NATIVE_PID: int | None = None
+
+
+def _check_native_not_forked(what: str) -> None:
+    if _NATIVE_PID is not None and _NATIVE_PID != os.getpid():
+        raise ForkSafetyError(
+            f"{what}: driver='native' cannot run in a process forked (pid {os.getpid()}) after its parent "
+            f"(pid {_NATIVE_PID}) made its first HDFS call: hdfs-native's runtime threads do not survive "
+            "fork() and the call would hang. Start workers with the 'spawn' or 'forkserver' method, or "
+            "fork before the first HDFS call")
+
+
 class HdfsFileSystem(FileSystem):
     """Files in HDFS, addressed as ``hdfs://[user@]namenode:port/path``.
 
@@ -343,9 +357,10 @@ class HdfsFileSystem(FileSystem):
     def client(self):
         """The driver's client object (created and connected on first use).
 
-        After ``fork()`` the child does not use its parent's client: hdfs-native's runtime threads
-        are gone there, so the native driver connects again; the JVM cannot be restarted, so the
-        libhdfs driver raises :class:`~hpcbridge.errors.ForkSafetyError` instead of deadlocking.
+        After ``fork()`` the child cannot use its parent's client: neither hdfs-native's runtime
+        (process-global, its threads gone in the child) nor the JVM can be restarted there, so both
+        drivers raise :class:`~hpcbridge.errors.ForkSafetyError` instead of hanging. A child forked
+        before the parent's first call works normally.
         """
         if self._pid != os.getpid():
             self._after_fork()
@@ -358,6 +373,8 @@ class HdfsFileSystem(FileSystem):
     def _after_fork(self) -> None:
         if self.driver == "libhdfs":
             _libhdfs.check_not_forked(f"hdfs://{self.netloc}")
+        else:
+            _check_native_not_forked(f"hdfs://{self.netloc}")
         self._client_lock = threading.Lock()
         self._client = None
         self._native = None
@@ -374,6 +391,10 @@ class HdfsFileSystem(FileSystem):
         except ImportError as exc:
             raise MissingDependencyError(
                 "the HDFS backend needs hdfs-native: pip install 'hpcbridge[hdfs]'") from exc
+        _check_native_not_forked(f"hdfs://{self.netloc}")
+        global _NATIVE_PID
+        if _NATIVE_PID is None:
+            _NATIVE_PID = os.getpid()
         # hdfs-native reads the simple-auth user from $HADOOP_USER_NAME when it opens its NameNode
         # connection, i.e. on the first call: set it around that call (under a process-wide lock).
         with _ENV_LOCK:
