@@ -212,6 +212,11 @@ def cmd_testbed(args) -> object:
         cluster = HdfsCluster.attach(args.dir)
     except FileNotFoundError:
         raise TestbedError(f"no testbed in {args.dir or 'the default directory'} (start one: hpcbridge testbed up)")
+    if args.action == "url":
+        if args.json:
+            return {"url": cluster.info.url, "webhdfs": cluster.info.webhdfs}
+        print(cluster.info.url.rstrip("/"))  # for URL=$(hpcbridge testbed url)
+        return None
     if args.action == "status":
         status = cluster.status()
         if args.json:
@@ -372,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="logical block size for local file systems (default 64M)")
 
     p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "url"],
+                   help="url: print the running testbed's hdfs:// URL (for URL=$(hpcbridge testbed url))")
     p.add_argument("--dir", default=None,
                    help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")

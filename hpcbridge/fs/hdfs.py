@@ -422,7 +422,8 @@ class HdfsFileSystem(FileSystem):
             raise self._translate_builtin(exc, path) from None
         except OSError as exc:
             if exc.errno in (errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH):
-                raise BackendUnavailable(f"hdfs://{self.netloc} refused {what} {self.url(path)}: {exc}") from None
+                raise BackendUnavailable(f"hdfs://{self.netloc} did not answer {what} {self.url(path)} "
+                                         f"(connection refused or reset: {exc})") from None
             raise os_error(exc.errno or errno.EIO, self.url(path), BACKEND, _first_line(str(exc))) from None
         except RuntimeError as exc:
             raise self._translate_rpc(exc, path, what) from None

@@ -205,6 +205,13 @@ def _lib(directory: str):
         ("hdfsSetReplication", ctypes.c_int, [vp, cp, ctypes.c_int16]),
         ("hdfsCreateDirectory", ctypes.c_int, [vp, cp]), ("hdfsDelete", ctypes.c_int, [vp, cp, ctypes.c_int]),
         ("hdfsRename", ctypes.c_int, [vp, cp, cp]), ("hdfsDisconnect", ctypes.c_int, [vp]),
+        ("hdfsGetLastExceptionRootCause", cp, []),
+        ("hdfsStreamBuilderAlloc", vp, [vp, cp, ctypes.c_int]), ("hdfsStreamBuilderFree", None, [vp]),
+        ("hdfsStreamBuilderSetReplication", ctypes.c_int, [vp, ctypes.c_int16]),
+        ("hdfsStreamBuilderSetDefaultBlockSize", ctypes.c_int, [vp, ctypes.c_int64]),
+        ("hdfsStreamBuilderBuild", vp, [vp]), ("hdfsWrite", ctypes.c_int32, [vp, vp, vp, ctypes.c_int32]),
+        ("hdfsHSync", ctypes.c_int, [vp, vp]), ("hdfsHFlush", ctypes.c_int, [vp, vp]),
+        ("hdfsCloseFile", ctypes.c_int, [vp, vp]),
     ]:
         function = getattr(lib, name)
         function.restype, function.argtypes = res, args
@@ -231,9 +238,51 @@ class Status:
         self.blocksize = info.block_size
 
 
-def _error(path: str, what: str) -> OSError:
-    code = ctypes.get_errno() or errno.EIO
-    return OSError(code, f"libhdfs {what}: {os.strerror(code)}", path)
+#: Java exceptions libhdfs reports as EINTERNAL (255) or EIO, by the errno they mean.
+_CAUSES = (("PathIsNotEmptyDirectoryException", errno.ENOTEMPTY), ("Directory is not empty", errno.ENOTEMPTY),
+           ("Path is not a file", errno.EISDIR), ("ConnectException", errno.ECONNREFUSED),
+           ("NoRouteToHostException", errno.EHOSTUNREACH), ("FileNotFoundException", errno.ENOENT),
+           ("FileAlreadyExistsException", errno.EEXIST), ("AccessControlException", errno.EACCES),
+           ("ParentNotDirectoryException", errno.ENOTDIR))
+_BUILTIN = {errno.ENOENT: FileNotFoundError, errno.EEXIST: FileExistsError, errno.EACCES: PermissionError,
+            errno.ENOTDIR: NotADirectoryError, errno.EISDIR: IsADirectoryError}
+
+
+def _root_cause() -> str:
+    """The root cause of this thread's last libhdfs exception ('' if none is known)."""
+    directory = libhdfs_location()
+    try:
+        cause = _lib(directory).hdfsGetLastExceptionRootCause() if directory else None
+    except (OSError, AttributeError):
+        return ""
+    return (cause or b"").decode(errors="replace").strip().splitlines()[0] if cause else ""
+
+
+def _error(path: str, what: str, code: int | None = None) -> OSError:
+    """The error of the libhdfs call that just failed on this thread, with Java's root cause."""
+    code = code or ctypes.get_errno() or errno.EIO
+    cause = _root_cause()
+    if cause and code in (255, errno.EIO, errno.ENOENT, errno.EINVAL):
+        for name, mapped in _CAUSES:
+            if name in cause:
+                code = mapped
+                break
+    if code == 255:
+        code = errno.EIO
+    message = f"{cause or os.strerror(code)} ({what})"
+    if code == errno.EISDIR and "Path is not a file" in cause:
+        return FileNotFoundError(f"Path is not a file: {path}")  # hdfs-native's form, translated to EISDIR
+    if code in _BUILTIN:
+        return _BUILTIN[code](message)
+    return OSError(code, message, path)
+
+
+def _pyarrow_call(path: str, what: str, function, *args):
+    """A pyarrow call on libhdfs, its error re-read from libhdfs (pyarrow keeps only the errno)."""
+    try:
+        return function(*args)
+    except OSError as exc:
+        raise _error(path, what, exc.errno) from None
 
 
 class _Reader:
@@ -263,22 +312,48 @@ class _Reader:
 
 
 class _Writer:
-    """A pyarrow HDFS output stream seen as hdfs-native's FileWriter (takes buffers without a copy)."""
+    """A libhdfs output stream (C API by ctypes) seen as hdfs-native's FileWriter.
+
+    Not pyarrow's: its flush() is libhdfs's hdfsFlush, i.e. Java's OutputStream.flush, which on an
+    HDFS stream does not send the client's last packet; hsync here is hdfsHSync. Buffers are
+    passed without a copy (the foreign call releases the GIL).
+    """
 
     takes_views = True
+    _STEP = 1 << 30  # hdfsWrite takes an int32 length
 
-    def __init__(self, stream):
-        self._stream = stream
+    def __init__(self, lib, fs, handle, path: str):
+        self._lib, self._fs, self._handle, self._path = lib, fs, handle, path
 
     def write(self, data) -> int:
-        self._stream.write(data)
-        return len(data)
+        view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        total = len(view)
+        keep = None
+        if isinstance(view, memoryview):
+            if view.readonly:
+                view = keep = bytes(view)
+            else:
+                keep = (ctypes.c_char * total).from_buffer(view) if total else None
+        done = 0
+        while done < total:
+            n = min(self._STEP, total - done)
+            address = (ctypes.cast(ctypes.c_char_p(view), ctypes.c_void_p).value if isinstance(view, bytes)
+                       else ctypes.addressof(keep))
+            wrote = self._lib.hdfsWrite(self._fs, self._handle, address + done, n)
+            if wrote < 0:
+                raise _error(self._path, "write")
+            done += wrote
+        del keep
+        return total
 
     def hsync(self) -> None:
-        self._stream.flush()  # pyarrow's HDFS flush is hdfsFlush + hsync
+        if self._lib.hdfsHSync(self._fs, self._handle):
+            raise _error(self._path, "hsync")
 
     def close(self) -> None:
-        self._stream.close()
+        handle, self._handle = self._handle, None
+        if handle and self._lib.hdfsCloseFile(self._fs, handle):
+            raise _error(self._path, "close")
 
 
 class LibhdfsDriver:
@@ -372,21 +447,16 @@ class LibhdfsDriver:
             parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
             try:
                 if not self.get_file_info(parent).isdir:
-                    raise OSError(errno.ENOTDIR, f"Parent path is not a directory: {parent}", path)
+                    raise NotADirectoryError(f"Parent path is not a directory: {parent}")
             except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, f"Parent directory doesn't exist: {parent}", path) from None
+                raise FileNotFoundError(f"Parent directory doesn't exist: {parent}") from None
         if self._lib.hdfsCreateDirectory(self._fs, path.encode()):
             raise _error(path, "mkdir")
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         self._check(f"delete {path}")
         if self._lib.hdfsDelete(self._fs, path.encode(), int(recursive)):
-            error = _error(path, "delete")
-            if not recursive and error.errno == errno.EIO:  # PathIsNotEmptyDirectoryException
-                status = self.get_file_info(path)
-                if status.isdir and next(self.list_status(path), None) is not None:
-                    raise OSError(errno.ENOTEMPTY, f"Directory is not empty: {path}", path)
-            raise error
+            raise _error(path, "delete")
         return True
 
     def rename(self, src: str, dst: str, overwrite: bool = False) -> None:
@@ -396,10 +466,9 @@ class LibhdfsDriver:
             parent = dst.rstrip("/").rsplit("/", 1)[0] or "/"
             try:
                 if not self.get_file_info(parent).isdir:
-                    raise OSError(errno.ENOTDIR, f"rename destination's parent is not a directory: {parent}", dst)
+                    raise NotADirectoryError(f"rename destination's parent is not a directory: {parent}")
             except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, f"rename destination's parent does not exist: {parent}",
-                                        dst) from None
+                raise FileNotFoundError(f"rename destination's parent does not exist: {parent}") from None
             raise error
 
     def set_permission(self, path: str, permission: int) -> None:
@@ -415,7 +484,7 @@ class LibhdfsDriver:
     # -- data (pyarrow streams) ----------------------------------------------------------------
     def read(self, path: str) -> _Reader:
         self._check(f"open {path}")
-        return _Reader(self._stream_fs(0, 0).open_input_file(path))
+        return _Reader(_pyarrow_call(path, "open", self._stream_fs(0, 0).open_input_file, path))
 
     def create(self, path: str, replication: int | None = None, block_size: int | None = None,
                overwrite: bool = True) -> _Writer:
@@ -423,20 +492,34 @@ class LibhdfsDriver:
         parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
         try:  # Java's create makes missing parents and pyarrow always overwrites: POSIX refuses both
             if not self.get_file_info(parent).isdir:
-                raise OSError(errno.ENOTDIR, f"Parent path is not a directory: {parent}", path)
+                raise NotADirectoryError(f"Parent path is not a directory: {parent}")
         except FileNotFoundError:
-            raise FileNotFoundError(errno.ENOENT, f"Parent directory doesn't exist: {parent}", path) from None
+            raise FileNotFoundError(f"Parent directory doesn't exist: {parent}") from None
         try:
             existing = self.get_file_info(path)
         except FileNotFoundError:
             existing = None
         if existing is not None:
             if existing.isdir:
-                raise IsADirectoryError(errno.EISDIR, f"{path} already exists as a directory", path)
+                raise IsADirectoryError(f"{path} already exists as a directory")
             if not overwrite:
-                raise FileExistsError(errno.EEXIST, f"{path} already exists", path)
-        return _Writer(self._stream_fs(replication, block_size).open_output_stream(path))
+                raise FileExistsError(f"{path} already exists")
+        return self._open_writer(path, os.O_WRONLY, replication, block_size)
 
     def append(self, path: str) -> _Writer:
         self._check(f"append {path}")
-        return _Writer(self._stream_fs(0, 0).open_append_stream(path))
+        return self._open_writer(path, os.O_WRONLY | os.O_APPEND, None, None)
+
+    def _open_writer(self, path: str, flags: int, replication: int | None, block_size: int | None) -> _Writer:
+        lib = self._lib
+        builder = lib.hdfsStreamBuilderAlloc(self._fs, path.encode(), flags)
+        if not builder:
+            raise _error(path, "create" if flags == os.O_WRONLY else "append")
+        if replication:
+            lib.hdfsStreamBuilderSetReplication(builder, replication)
+        if block_size:
+            lib.hdfsStreamBuilderSetDefaultBlockSize(builder, block_size)
+        handle = lib.hdfsStreamBuilderBuild(builder)  # frees the builder
+        if not handle:
+            raise _error(path, "create" if flags == os.O_WRONLY else "append")
+        return _Writer(lib, self._fs, handle, path)
