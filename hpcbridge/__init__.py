@@ -10,7 +10,9 @@ containers, collective-I/O aggregation and locality-aware Dask scheduling.
 'file'
 
 Subpackages: :mod:`hpcbridge.fs` (API and backends), :mod:`hpcbridge.arrow` (pyarrow),
-:mod:`hpcbridge.cli` (the ``hpcbridge`` command), :mod:`hpcbridge.testing` (conformance suite).
+:mod:`hpcbridge.cli` (the ``hpcbridge`` command),
+:mod:`hpcbridge.mount` (FUSE mounts of any backend: ``hpcbridge.mount(url, mountpoint)``),
+:mod:`hpcbridge.testing` (conformance suite).
 """
 
 from .errors import BackendUnavailable, ForkSafetyError, InvalidURLError, MissingDependencyError, UnknownSchemeError
@@ -18,6 +20,10 @@ from .fs import BlockLocation, Capabilities, FileInfo, FileSystem, connect, open
 
 
 def __getattr__(name):
+    if name == "mount":  # hpcbridge.mount(url, mountpoint): the package is callable (imported on first use)
+        import importlib
+
+        return importlib.import_module(".mount", __name__)
     # The version comes from the installed metadata, read on first use rather than at import.
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version

@@ -19,3 +19,8 @@ echo "=== 2. Hadoop: stage the results into a local HDFS and show the block layo
 echo
 echo "=== 3. Locality-aware Dask: HDFS testbed + one Dask worker per DataNode host; teragen, grep, wordcount, terasort ==="
 "$here/.venv/bin/python" examples/dask_jobs.py --size "${DEMO_DASK_SIZE:-64M}"
+# --- hpcbridge mount section (issue 12): begin -----------------------------------------------------
+echo
+echo "=== 4. Unmodified parallel HDF5 through hpcbridge mount: FLASH-IO checkpoint into PLFS on the HDFS testbed ==="
+bash "$here/scripts/demo_mount.sh"
+# --- hpcbridge mount section (issue 12): end -------------------------------------------------------

@@ -22,6 +22,11 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMPI_M
 # Servers the tests start must be stopped by the tests themselves: remember what ran before.
 hadoop_pids() { pgrep -f 'org.apache.hadoop.hdfs.server' | sort || true; }
 before=$(hadoop_pids)
+# ... and so must FUSE mounts (hpcbridge mount) and their daemons.
+fuse_mounts() { awk '$3 == "fuse.hpcbridge" {print $2}' /proc/mounts | sort; }
+mount_pids() { pgrep -f 'hpcbridge[.]mount[.]daemon' | sort || true; }
+mounts_before=$(fuse_mounts)
+daemons_before=$(mount_pids)
 
 echo "=== serial tests (pytest) ==="
 "$PY" -m pytest -m "not mpi" --junitxml="$LOGS/serial.xml" "$@"
@@ -43,6 +48,17 @@ leftover=$(comm -13 <(echo "$before") <(hadoop_pids) | tr '\n' ' ')
 if [ -n "${leftover// /}" ]; then
   echo "the tests left HDFS processes running: $leftover (stopping them)" > "$LOGS/leftover"
   kill $leftover 2>/dev/null || true
+fi
+
+left_mounts=$(comm -13 <(echo "$mounts_before") <(fuse_mounts) | tr '\n' ' ')
+left_daemons=$(comm -13 <(echo "$daemons_before") <(mount_pids) | tr '\n' ' ')
+if [ -n "${left_mounts// /}" ] || [ -n "${left_daemons// /}" ]; then
+  echo "the tests left hpcbridge FUSE mounts ($left_mounts) or mount daemons ($left_daemons) behind" \
+    "(unmounting and stopping them)" | tee -a "$LOGS/leftover"
+  for m in $left_mounts; do fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+  # shellcheck disable=SC2086
+  kill $left_daemons 2>/dev/null || true
+  serial_rc=${serial_rc/#0/1}
 fi
 
 "$PY" scripts/test_summary.py "$LOGS" "$NP" "$serial_rc" "$mpi_rc"

@@ -24,7 +24,8 @@ MPI4PY_VERSION=${MPI4PY_VERSION:-4.1.2}
 H5PY_VERSION=${H5PY_VERSION:-3.16.0}
 HDF5_DIR=${HDF5_DIR:-/usr/lib/x86_64-linux-gnu/hdf5/openmpi}
 DEBIAN_PACKAGES=(openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools pkg-config build-essential
-                 openjdk-17-jdk-headless maven curl)
+                 openjdk-17-jdk-headless maven curl
+                 fuse3 libfuse3-3 fio)  # hpcbridge mount (libfuse3, fusermount3) and its fio tests
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[setup] ERROR:\033[0m %s\n' "$*" >&2; exit 1; }

@@ -54,6 +54,48 @@ def test_stuck_calls_do_not_block_interpreter_exit(tmp_path):
     assert out.strip() == "BackendUnavailable" and time.monotonic() - started < 20
 
 
+def test_exit_waits_for_calls_in_flight(tmp_path):
+    # A native call (hdfs-native under PyO3) returning while CPython < 3.14 finalizes aborts the
+    # process; exit therefore lets calls in flight end first. Here: a call ending 1 s after the
+    # main thread is done still runs to its end.
+    import subprocess
+    import sys
+
+    done = tmp_path / "done"
+    code = ("from hpcbridge.fs.pool import CallPool; import pathlib, time\n"
+            "def slow():\n    time.sleep(1)\n    pathlib.Path(%r).write_text('ok')\n"
+            "CallPool(1, 'x').submit(slow)\n" % str(done))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert done.read_text() == "ok"
+
+
+def test_an_interrupted_caller_lets_the_running_call_end_first():
+    # Ctrl-C while a call runs: the caller's cleanup must find the client object free (hdfs-native
+    # answered "Already borrowed" and the process aborted), so the KeyboardInterrupt is raised
+    # only once the call has ended.
+    import signal
+
+    ended = []
+
+    def slow():
+        time.sleep(0.5)
+        ended.append(True)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            CallPool(1, "x").call(5, "slow", slow)
+        assert ended == [True]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.fixture
 def memory_file():
     fs = hpcbridge.connect("memory://readahead-tests")
@@ -122,6 +164,43 @@ def test_prefetch_uses_the_pool(memory_file):
         assert (f.stats.fills, f.stats.prefetched) == (3, 2)
     with pytest.raises(ValueError, match="submit"):
         reader(fs, prefetch=True)
+
+
+def test_more_prefetching_readers_than_pool_threads(memory_file):
+    # Each prefetch runs on the pool and reads through the same pool (as HDFS files do): with
+    # more prefetching readers than threads, nested calls used to wait for threads held by
+    # their own callers until the I/O timeout.
+    fs, data = memory_file
+    pool = CallPool(2, "pf")
+
+    class PooledRaw:
+        def __init__(self, raw):
+            self.raw, self.url = raw, raw.url
+
+        def size(self):
+            return self.raw.size()
+
+        def fetch(self, size, offset):
+            return [pool.call(5, "read", self.raw.pread, size, offset)]
+
+        def pread(self, size, offset):
+            return pool.call(5, "read", self.raw.pread, size, offset)
+
+        def preadinto(self, buffer, offset):
+            return pool.call(5, "read", self.raw.preadinto, buffer, offset)
+
+        def close(self):
+            self.raw.close()
+
+    started = time.monotonic()
+    readers = [ReadaheadReader(PooledRaw(fs.open("/f", "rb", buffering=0)), 1 << 20, prefetch=True,
+                               submit=pool.submit) for _ in range(6)]
+    for r in readers:
+        r.read(1000)  # a fill each: six prefetches queued on two threads
+    for r in readers:
+        assert r.read() == data[1000:]
+        r.close()
+    assert time.monotonic() - started < 4
 
 
 def test_errors_name_the_url(memory_file):

@@ -76,10 +76,16 @@ def _cluster(args):
 def cmd_dask(args) -> object:
     """Run one job; print its value and locality report (or return them for ``--json``)."""
     from .. import dask as hd
+    from .main import cli_url
 
     needs_arg = {"grep": "a pattern", "sort": "an output URL"}
     if args.job in needs_arg and not args.arg:
         raise ValueError(f"hpcbridge dask {args.job} needs {needs_arg[args.job]} after the URL")
+    args.url = cli_url(args.url)
+    if args.job == "sort":
+        args.arg = cli_url(args.arg)
+    if args.input:
+        args.input = cli_url(args.input)
     with _cluster(args) as (client, options):
         common = dict(client=client, locality=args.locality, blocksize=args.blocksize,
                       partition_size=args.partition_size, storage_options=options)
@@ -108,8 +114,31 @@ def cmd_dask(args) -> object:
         args.exit_code = 1
     if args.json:
         return result.as_dict()
+    if args.job == "teragen":  # a writing job: no read partitions, no locality report
+        details = result.details
+        print(f"teragen into {args.url}: {details['records']} records, {details['bytes']} bytes in "
+              f"{details['files']} file(s), {result.seconds:.2f} s")
+        for url in result.value:
+            print(f"  {url}")
+        return None
     print(f"{result.name} of {args.url}: {result.seconds:.2f} s, {result.partitions} partitions")
-    print(json.dumps(result.value, indent=2, default=str) if not isinstance(result.value, (int, str)) else result.value)
+    _print_value(result.value)
     if result.report is not None:
         print(result.report.format())
     return None
+
+
+def _print_value(value, indent: str = "") -> None:
+    """A job's value for people: ``key: value`` lines (JSON is what ``--json`` is for)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item and not all(isinstance(x, (int, float, str)) for x in item):
+                print(f"{indent}{key}:")
+                _print_value(item, indent + "  ")
+            else:
+                print(f"{indent}{key}: {json.dumps(item, default=str) if isinstance(item, (list, dict)) else item}")
+    elif isinstance(value, list):
+        for item in value:
+            print(f"{indent}{json.dumps(item, default=str) if isinstance(item, (list, dict)) else item}")
+    else:
+        print(f"{indent}{value}")

@@ -1,16 +1,22 @@
 """The ``hpcbridge`` command (also ``python -m hpcbridge``).
 
-Every command takes ``--json`` for scripts: the result goes to stdout as one JSON document and
-errors as ``{"error": ..., "type": ...}``. Exit status: 0 success, 1 a failed operation, 2 bad
-usage.
+Every command takes ``--json`` (anywhere on the command line) for scripts: the result goes to
+stdout as one JSON document and errors, usage errors included, as ``{"error": ..., "type": ...}``.
+Arguments without a scheme are local paths, relative to the current directory.
+
+Exit status: 0 success, 1 a failed operation, 2 bad usage, 130 interrupted (SIGINT), 143
+terminated (SIGTERM), 141 when the reader of stdout went away (``hpcbridge ls URL | head``), as
+for the shell's own tools; an interrupted copy leaves no partial file.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
+import signal
 import sys
 import time
 
@@ -20,12 +26,15 @@ from ..fs.api import url_to_fs
 from ..fs.base import FileSystem
 from ..fs.posix import PosixFileSystem
 from ..fs.transfer import copy_file
+from .copyplan import LINK_MODES, plan_copy
 from .dask_cmd import add_dask_parser
 
 __all__ = ["main", "build_parser", "parse_size"]
 
 #: Files copied at once by put/get -r (bounded: each copy holds one open file per side).
 COPY_JOBS = 8
+#: Files smaller than this are the ones put/get -r copy several at a time.
+SMALL_FILE = 8 << 20
 #: Copies at least this large show a progress bar (when stderr is a terminal or --progress).
 PROGRESS_THRESHOLD = 8 << 20
 
@@ -51,6 +60,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def positive_size(text: str) -> int:
+    """:func:`parse_size` for sizes that must be at least one byte (block sizes)."""
+    size = parse_size(text)
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be at least 1 byte")
+    return size
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def cli_url(text: str) -> str:
+    """A command-line location as a URL: text without a scheme is a local path, made absolute
+    (as ``put``/``get`` always took their local side), so ``hpcbridge ls data`` works like ``ls``."""
+    return text if _SCHEME.match(text) else os.path.abspath(text)
+
+
+class UsageError(Exception):
+    """Bad command-line usage (argparse's errors are raised as this, so ``--json`` can format them)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints and exits; main() decides how to report it
+        raise UsageError(self, message)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so copies clean up as for Ctrl-C (exit 143)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def _human(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -67,7 +114,7 @@ def _print_table(rows: list[list[str]], header: list[str]) -> None:
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_ls(args) -> object:
-    fs, path = url_to_fs(args.url)
+    fs, path = url_to_fs(cli_url(args.url))
     entries = fs.ls(path, detail=True)
     if args.json:
         return [e.as_dict() for e in entries]
@@ -84,7 +131,7 @@ def cmd_ls(args) -> object:
 
 
 def cmd_stat(args) -> object:
-    fs, path = url_to_fs(args.url)
+    fs, path = url_to_fs(cli_url(args.url))
     info = fs.info(path)
     if args.json:
         return {**info.as_dict(), "backend": fs.backend_name, "capabilities": fs.capabilities.as_dict()}
@@ -102,7 +149,7 @@ def cmd_stat(args) -> object:
 
 def cmd_layout(args) -> object:
     options = {"block_size": args.block_size} if args.block_size else {}
-    fs, path = url_to_fs(args.url, **options)
+    fs, path = url_to_fs(cli_url(args.url), **options)
     blocks = fs.block_locations(path, args.start, args.length)
     if args.json:
         return {"url": fs.url(path), "blocks": [b.as_dict() for b in blocks]}
@@ -114,24 +161,32 @@ def cmd_layout(args) -> object:
 
 
 def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args) -> list[dict]:
-    """Copy a file or (with -r) a directory tree; returns one record per file copied."""
+    """Copy a file or (with -r) a directory tree; returns one record per file copied.
+
+    As ``cp``: into an existing directory the source keeps its name; a destination written with
+    a trailing ``/`` names a directory, which must exist for a single file."""
     info = src_fs.info(src)
     if dst_fs.isdir(dst):
         dst = f"{dst.rstrip('/')}/{src.rstrip('/').rsplit('/', 1)[-1]}"
+    elif args.dst_is_dir and not info.is_dir:
+        raise FileNotFoundError(errno.ENOENT, "No such directory (a destination ending in '/' names a directory)",
+                                dst_fs.url(dst))
+    skipped: list = []
     if not info.is_dir:
         pairs = [(src, dst, info.size)]
     elif not args.recursive:
         raise IsADirectoryError(21, "Is a directory (use -r to copy a directory)", src_fs.url(src))
     else:
-        pairs = []
+        plan = plan_copy(src_fs, src, dst_fs, dst, links=args.links)
+        pairs, skipped = plan.files, plan.skipped
         dst_fs.mkdir(dst, parents=True, exist_ok=True)
-        for directory, dirs, files in src_fs.walk(src):
-            target_dir = dst + directory[len(src.rstrip("/")):] if directory != src else dst
-            for d in dirs:
-                dst_fs.mkdir(f"{target_dir.rstrip('/')}/{d}", exist_ok=True)
-            for name in files:
-                source = f"{directory.rstrip('/')}/{name}"
-                pairs.append((source, f"{target_dir.rstrip('/')}/{name}", src_fs.info(source).size))
+        for directory in plan.directories[1:]:
+            dst_fs.mkdir(directory, exist_ok=True)
+        for link, target in plan.links:
+            os.symlink(os.readlink(link), target)
+        for source, reason in skipped:
+            if not args.json:
+                print(f"hpcbridge {args.command}: skipped {src_fs.url(source)}: {reason}", file=sys.stderr)
     total = sum(size for _, _, size in pairs)
     show = args.progress if args.progress is not None else (sys.stderr.isatty() and not args.json)
     bar = None
@@ -144,46 +199,61 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
 
     def one(pair):
         source, target, _size = pair
-        copied = copy_file(src_fs, source, dst_fs, target, overwrite=not args.no_clobber,
-                           progress=bar.update if bar else None)
+        try:
+            copied = copy_file(src_fs, source, dst_fs, target, overwrite=not args.no_clobber,
+                               progress=bar.update if bar else None)
+        except FileExistsError as exc:
+            raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber)",
+                                  dst_fs.url(target)) from exc
         return {"source": src_fs.url(source), "destination": dst_fs.url(target), "bytes": copied}
 
     jobs = max(1, min(getattr(args, "jobs", None) or COPY_JOBS, len(pairs)))
     try:
-        if jobs == 1:
-            records = [one(pair) for pair in pairs]
-        else:
-            # Many small files: each copy waits mostly on the service (create, hsync, the close that
-            # completes the file, rename), so a bounded number run at once; every client call still
-            # goes through the connection's call pool.
+        indexed = list(enumerate(pairs))
+        # Many small files: each copy waits mostly on the service (create, the close that completes
+        # the file, rename), so up to `jobs` small files are copied at once, every client call still
+        # on the connection's call pool. Large files go one after the other in this thread, so an
+        # interrupt (Ctrl-C, SIGTERM) stops a large copy at once and removes its partial file; it
+        # waits for the small copies under way (each completes or leaves nothing).
+        small = [(n, pair) for n, pair in indexed if pair[2] < SMALL_FILE] if jobs > 1 else []
+        done: dict[int, dict] = {}
+        if len(small) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(jobs, thread_name_prefix="hpcbridge-copy") as executor:
-                futures = [executor.submit(one, pair) for pair in pairs]
+                futures = [(n, executor.submit(one, pair)) for n, pair in small]
                 try:
-                    records = [f.result() for f in futures]
+                    for n, future in futures:
+                        done[n] = future.result()
                 except BaseException:
-                    for f in futures:
-                        f.cancel()
+                    for _, future in futures:
+                        future.cancel()
                     raise
+        for n, pair in indexed:
+            if n not in done:
+                done[n] = one(pair)
+        records = [done[n] for n, _ in indexed]
     finally:
         if bar:
             bar.close()
     elapsed = time.perf_counter() - started
+    records += [{"source": src_fs.url(source), "skipped": reason} for source, reason in skipped]
     if not args.json:
-        print(f"copied {len(records)} file(s), {_human(total)} in {elapsed:.2f} s"
+        print(f"copied {len(pairs)} file(s), {_human(total)} in {elapsed:.2f} s"
               f" ({total / max(elapsed, 1e-9) / 1e6:.1f} MB/s)")
     return records
 
 
 def cmd_put(args) -> object:
     local = os.path.abspath(args.local)
-    dst_fs, dst = url_to_fs(args.url)
+    dst_fs, dst = url_to_fs(cli_url(args.url))
+    args.dst_is_dir = args.url.endswith("/")
     return _copy_tree(PosixFileSystem(), local, dst_fs, dst, args)
 
 
 def cmd_get(args) -> object:
-    src_fs, src = url_to_fs(args.url)
+    src_fs, src = url_to_fs(cli_url(args.url))
+    args.dst_is_dir = args.local.endswith(("/", os.sep))
     return _copy_tree(src_fs, src, PosixFileSystem(), os.path.abspath(args.local), args)
 
 
@@ -242,7 +312,7 @@ def cmd_testbed(args) -> object:
 def _container(url):
     from ..plfs.fs import PlfsFileSystem
 
-    fs, path = url_to_fs(url)
+    fs, path = url_to_fs(cli_url(url))
     if not isinstance(fs, PlfsFileSystem):
         raise ValueError(f"{url!r} is not a PLFS URL (plfs+file:///..., plfs+hdfs://...)")
     container = fs.container(path)
@@ -304,7 +374,7 @@ def _plfs_flatten(args, fs, path, container) -> dict:
 
 def _plfs_export(args, fs, path, container) -> dict:
     """The logical file as a plain file."""
-    dst_fs, dst = url_to_fs(os.path.abspath(args.dest) if "://" not in args.dest else args.dest)
+    dst_fs, dst = url_to_fs(cli_url(args.dest))
     size = fs.info(path).size
     show = args.progress if args.progress is not None else (sys.stderr.isatty() and not args.json)
     bar = None
@@ -331,12 +401,41 @@ def cmd_plfs(args) -> object:
     return _PLFS_ACTIONS[args.action](args, fs, path, container)
 
 
+def cmd_mount(args) -> object:
+    from .. import mount as mount_pkg
+
+    if args.foreground:
+        from ..mount.daemon import main as daemon_main
+
+        argv = [args.url, args.mountpoint]
+        for option in args.options:
+            argv += ["-o", option]
+        code = daemon_main(argv)
+        if code:
+            raise OSError(5, f"mounting {args.url} on {args.mountpoint} failed (see the messages above)")
+        return {"url": args.url, "mountpoint": args.mountpoint, "unmounted": True} if args.json else None
+    m = mount_pkg.mount(args.url, args.mountpoint, options=args.options, timeout=args.timeout)
+    if args.json:
+        return {"url": m.url, "mountpoint": m.path, "pid": m.pid, "log": m.log}
+    print(f"mounted {m.url} on {m.path} (daemon pid {m.pid}, log {m.log}); `hpcbridge umount {m.path}` detaches it")
+    return None
+
+
+def cmd_umount(args) -> object:
+    from .. import mount as mount_pkg
+
+    mount_pkg.unmount(args.mountpoint, timeout=args.timeout)
+    return {"mountpoint": args.mountpoint, "unmounted": True} if args.json else None
+
+
 def cmd_bench(args) -> object:
     from .report import load_results, render_plot, render_table
 
     results = load_results(args.files)
     table = render_table(results)
-    png = render_plot(results, args.plot)
+    # --json is for scripts: a plot only when one was asked for with --plot.
+    plot = args.plot if args.plot or args.json else "results/report.png"
+    png = render_plot(results, plot) if plot else None
     if args.json:
         return {"rows": [dict(zip(table[0], row)) for row in table[1:]], "plot": png}
     _print_table(table[1:], table[0])
@@ -347,18 +446,21 @@ def cmd_bench(args) -> object:
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hpcbridge`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hpcbridge",
         description="Inspect and move data on HPC and Hadoop storage through one file API. "
                     "URLs: /abs/path or file:///abs/path (POSIX mounts), hdfs://[user@]namenode:port/path, "
                     "memory://name/path, plfs+file:///path, plfs+hdfs://namenode:port/path.",
     )
     parser.add_argument("--version", action="version", version=f"hpcbridge {__version__}")
+    parser.add_argument("--json", action="store_true", help="print results and errors as JSON (for scripts)")
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
 
     def add(name, func, help_text):
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="print the result as JSON (for scripts)")
+        # SUPPRESS: a subcommand without --json must not reset a --json given before it.
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="print the result as JSON (for scripts)")
         p.set_defaults(func=func)
         return p
 
@@ -373,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--start", type=parse_size, default=0, help="first byte (default 0)")
     p.add_argument("--length", type=parse_size, default=None, help="bytes to cover (default: to the end)")
-    p.add_argument("--block-size", type=parse_size, default=None,
+    p.add_argument("--block-size", type=positive_size, default=None,
                    help="logical block size for local file systems (default 64M)")
 
     p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
@@ -384,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
     p.add_argument("--racks", type=int, default=1, help="racks the DataNodes are spread over (default 1)")
     p.add_argument("--replication", type=int, default=1, help="default replication (default 1)")
-    p.add_argument("--block-size", type=parse_size, default=parse_size("64M"), help="default block size (64M)")
+    p.add_argument("--block-size", type=positive_size, default=parse_size("64M"), help="default block size (64M)")
     p.add_argument("--dask", action="store_true",
                    help="up: also start a Dask scheduler on 127.0.0.1 and one worker per DataNode host, bound to "
                         "that host's address (locality-aware jobs: hpcbridge dask ...)")
@@ -408,10 +510,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_dask_parser(add)
 
+    p = add("mount", cmd_mount, "mount a backend URL as a FUSE file system for unmodified programs (returns once "
+                                "the mount is live; PLFS URLs: every file is a container, every open a writer)")
+    p.add_argument("url", help="directory URL: plfs+file:///dir, plfs+hdfs://nn:port/dir, hdfs://nn:port/dir, "
+                               "file:///dir")
+    p.add_argument("mountpoint", help="an existing empty directory")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
+    p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT]",
+                   help="ro, allow_other, page_cache (kernel page cache instead of direct I/O), max_write=N, "
+                        "debug, attr_timeout=S, or backend options as key=value (webhdfs=http://...)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the mount (default 60)")
+
+    p = add("umount", cmd_umount, "unmount an hpcbridge mount and stop its daemon (also after the daemon died)")
+    p.add_argument("mountpoint")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds before giving up (default 10)")
+
     p = add("bench", cmd_bench, "summarise benchmark results: a table and PNG plots")
     p.add_argument("action", choices=["report"])
     p.add_argument("files", nargs="+", help="JSON files written by the benchmarks (results/*.json)")
-    p.add_argument("--plot", default="results/report.png", help="PNG output (default results/report.png)")
+    p.add_argument("--plot", default=None,
+                   help="PNG output (default results/report.png; with --json only when given)")
 
     for name, func, text, first, second in (
         ("put", cmd_put, "copy a local file or directory to a URL", "local", "url"),
@@ -424,6 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-j", "--jobs", type=_positive_int, default=COPY_JOBS, metavar="N",
                        help=f"files copied at once with -r (default {COPY_JOBS}; 1: one after the other)")
         p.add_argument("-n", "--no-clobber", action="store_true", help="fail instead of replacing files")
+        p.add_argument("--links", choices=LINK_MODES, default="skip",
+                       help="-r: symbolic links in a local source are skipped (default, each reported), "
+                            "copied as links (local destinations), or followed (loops detected)")
         p.add_argument("--progress", dest="progress", action="store_true", default=None,
                        help="always show a progress bar (default: on a terminal, for copies >= 8 MiB)")
         p.add_argument("--no-progress", dest="progress", action="store_false", help="never show one")
@@ -431,22 +552,73 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Called without ``argv`` (the ``hpcbridge`` command, ``python -m hpcbridge``), SIGINT and
+    SIGTERM are ignored once the command has finished: a signal landing while the interpreter
+    exits would otherwise kill a command that did its work (no status, no message).
+    """
+    console = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "plfs" and args.action == "export" and not args.dest:
-        args.usage_error("plfs export needs a destination: hpcbridge plfs export URL DEST")  # exits 2
+    # Known before parsing, so that usage errors are JSON too under --json.
+    json_mode = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
+    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
+    try:
+        return _run(parser, argv, json_mode)
+    except BrokenPipeError:
+        # The reader went away (``| head``): no traceback, the shell's status for SIGPIPE. Point
+        # stdout at /dev/null so the interpreter's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    finally:
+        if console and _main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _report_error(json_mode: bool, command: str, exc: BaseException, kind: str | None = None) -> None:
+    if json_mode:
+        print(json.dumps({"error": str(exc), "type": kind or type(exc).__name__}))
+    else:
+        print(f"hpcbridge {command}: {kind or type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str], json_mode: bool) -> int:
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "plfs" and args.action == "export" and not args.dest:
+            args.usage_error("plfs export needs a destination: hpcbridge plfs export URL DEST")
+    except UsageError as exc:
+        if json_mode:
+            print(json.dumps({"error": f"{exc.parser.prog}: {exc}", "type": "UsageError"}))
+        else:
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     try:
         result = args.func(args)
     except (OSError, ValueError, HpcbridgeError, TypeError) as exc:
-        if args.json:
-            print(json.dumps({"error": str(exc), "type": type(exc).__name__}))
-        else:
-            print(f"hpcbridge {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if isinstance(exc, BrokenPipeError):
+            raise
+        _report_error(args.json, args.command, exc)
         return 1
-    except KeyboardInterrupt:
-        print(f"hpcbridge {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        if not args.json:
+            print(f"hpcbridge {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        else:
+            print(json.dumps({"error": "terminated" if terminated else "interrupted",
+                              "type": type(exc).__name__}))
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return getattr(args, "exit_code", 0)

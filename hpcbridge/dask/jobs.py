@@ -122,7 +122,8 @@ def _empty_output_dir(job: str, url: str, overwrite: bool, storage_options: dict
     fs, root = url_to_fs(url, **(storage_options or {}))
     if fs.exists(root) and fs.ls(root):
         if not overwrite:
-            raise FileExistsError(f"{job} output {url} exists and is not empty (pass overwrite=True)")
+            raise FileExistsError(f"{job} output {url} exists and is not empty (overwrite=True, "
+                                  "or --overwrite on the command line, replaces it)")
         fs.rm(root, recursive=True)
     fs.mkdir(root, parents=True, exist_ok=True)
     return fs, root
@@ -156,6 +157,17 @@ def teragen(url: str, records: int, files: int = 4, *, seed: int = 0, block_size
 
 
 # -- grep, wordcount, dummy read ----------------------------------------------------------------
+def _checked_regex(pattern: bytes | str, what: str) -> bytes:
+    """``pattern`` as bytes, compiled once here so a bad one is a ValueError naming it (not a raw
+    ``re.error`` from every task)."""
+    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid {what} regular expression {pattern.decode(errors='replace')!r}: {exc}") from None
+    return pattern
+
+
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
     regex = re.compile(pattern)
     stats = np.zeros(4, dtype=np.int64)
@@ -191,8 +203,7 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
     all byte values let a caller check that every record was processed exactly once (compare
     with :func:`grep_serial`). ``pattern`` must not match across ``delimiter``.
     """
-    pattern = pattern.encode() if isinstance(pattern, str) else pattern
-    re.compile(pattern)  # a bad pattern fails here, not in every task
+    pattern = _checked_regex(pattern, "grep")
     started = time.perf_counter()
     bag = read_blocks(url, delimiter=delimiter, locality=locality, balance=balance, client=client,
                       blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
@@ -204,7 +215,7 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
 def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storage_options: dict | None = None,
                 chunk: int = 16 << 20) -> dict:
     """:func:`grep`'s counts computed in this process, file by file, without Dask (the reference)."""
-    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    pattern = _checked_regex(pattern, "grep")
     fs, paths = expand_paths(url, storage_options)
     total = np.zeros(4, dtype=np.int64)
     for path in paths:
@@ -244,9 +255,7 @@ def wordcount(url: str, *, word: bytes | str | None = None, client=None, localit
               storage_options: dict | None = None, job: str | None = None) -> JobResult:
     """Count words: whitespace-separated tokens (Hadoop's WordCount), or the matches of regular
     expression ``word``. The value is a ``Counter`` of ``bytes`` words."""
-    word = word.encode() if isinstance(word, str) else word
-    if word is not None:
-        re.compile(word)
+    word = None if word is None else _checked_regex(word, "word")
     started = time.perf_counter()
     bag = read_blocks(url, locality=locality, balance=balance, client=client, blocksize=blocksize,
                       partition_size=partition_size, storage_options=storage_options, job=job)

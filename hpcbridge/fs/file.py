@@ -146,6 +146,23 @@ def buffer_length(buffer, url: str) -> int:
         raise TypeError(f"expected a bytes-like buffer, got {type(buffer).__name__} for {url}") from None
 
 
+def scatter(views: list, preadinto, offset: int) -> int:
+    """:meth:`RawFile.preadvinto` on any ``preadinto``: one read into a scratch buffer, then
+    copies into ``views`` in turn; returns the bytes read."""
+    if len(views) == 1:
+        return preadinto(views[0], offset)
+    scratch = memoryview(bytearray(sum(len(v) for v in views)))
+    got = preadinto(scratch, offset)
+    position = 0
+    for view in views:
+        if position >= got:
+            break
+        n = min(len(view), got - position)
+        view[:n] = scratch[position:position + n]
+        position += n
+    return got
+
+
 class RawFile(io.RawIOBase):
     """Base class of unbuffered backend files that are not OS file descriptors.
 
@@ -193,6 +210,16 @@ class RawFile(io.RawIOBase):
         """What every positional call checks first: the handle is open, the range addressable."""
         self._check_open()
         check_range(offset, length, self.url)
+
+    def preadvinto(self, buffers, offset: int) -> int:
+        """Scatter read: fill ``buffers`` in turn from the consecutive bytes at ``offset``
+        (``preadv(2)``); returns the byte count, short at end of file.
+
+        Built here on one :meth:`preadinto` into a scratch buffer (one remote call, then copies);
+        backends with a native scatter read (POSIX: ``os.preadv``) fill the buffers directly.
+        """
+        views = [writable_bytes(b, self.url) for b in buffers]
+        return scatter(views, self.preadinto, offset)
 
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` (built on :meth:`preadinto`)."""
@@ -286,6 +313,16 @@ class _Positional:
             raise io.UnsupportedOperation(f"preadinto: {self.url} is open write-only")
         self._flush_writes()
         return self.raw.preadinto(buffer, offset)
+
+    def preadvinto(self, buffers, offset: int) -> int:
+        """Scatter read of consecutive bytes at ``offset`` into ``buffers`` (see RawFile)."""
+        self._check_open()
+        views = [writable_bytes(b, self.url) for b in buffers]
+        check_range(offset, sum(len(v) for v in views), self.url)
+        if not self.readable():
+            raise io.UnsupportedOperation(f"preadvinto: {self.url} is open write-only")
+        self._flush_writes()
+        return self.raw.preadvinto(views, offset)
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset`` without moving the file position."""

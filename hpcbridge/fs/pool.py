@@ -5,14 +5,23 @@ a fresh thread per call leaked memory in the JVM client PLFS-on-HDFS used (seed 
 Every client call of a connection goes through one :class:`CallPool`: a fixed number of daemon
 threads (a call stuck in a dead service never blocks interpreter exit), and the caller waits at
 most ``timeout`` seconds before getting :class:`~hpcbridge.errors.BackendUnavailable`.
+
+Daemon threads have one hazard at exit: a call inside a native client that released the GIL
+(hdfs-native, through PyO3) and returns while the interpreter finalizes makes CPython < 3.14 end
+the thread with ``pthread_exit``, whose unwinding through Rust frames aborts the whole process
+("FATAL: exception not rethrown", seen at the end of a test run). So at exit, before finalization
+starts, the process waits a bounded time for calls in flight to finish (:func:`_drain_at_exit`).
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
+import concurrent.futures
 import os
 import queue
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -20,6 +29,22 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from ..errors import BackendUnavailable
 
 __all__ = ["CallPool"]
+
+# How long exit waits for calls in flight (a stuck call on a dead service is given up on: it only
+# aborts the process if it happens to return during the short finalization that follows).
+EXIT_GRACE = 10.0
+_POOLS: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
+_worker = threading.local()  # .pool: the pool whose worker the current thread is
+_EXIT_HOOK = []  # registered once, when the first pool is made (no work at import time)
+
+
+def _drain_at_exit(grace: float = EXIT_GRACE) -> None:
+    """Wait until no pool has a call in flight, at most ``grace`` seconds (runs from atexit)."""
+    deadline = time.monotonic() + grace
+    for pool in list(_POOLS):
+        with pool._lock:
+            while pool._in_flight and pool._finished.wait(max(0.0, deadline - time.monotonic())):
+                pass
 
 
 class CallPool:
@@ -33,33 +58,36 @@ class CallPool:
         Names the threads and, in errors, the service (e.g. ``hdfs://nn:9820``).
     """
 
-    _pools: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
-
     def __init__(self, workers: int = 8, name: str = "hpcbridge"):
         if workers < 1:
             raise ValueError(f"a call pool needs at least one worker, got {workers}")
         self.workers = workers
         self.name = name
         self._reset()
-        CallPool._pools.add(self)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
+        self._finished = threading.Condition(self._lock)  # notified when a call ends
+        self._in_flight = 0
         self._threads = 0
         self._idle: list[queue.SimpleQueue] = []  # a stack: the most recently idle worker first
         self._backlog: collections.deque = collections.deque()
+        _POOLS.add(self)
+        if not _EXIT_HOOK:
+            _EXIT_HOOK.append(atexit.register(_drain_at_exit))
 
     @classmethod
     def _after_fork_in_child(cls) -> None:
         # A forked child inherits the pools but none of their threads: start over (queued calls
         # belonged to the parent's callers).
-        for pool in list(cls._pools):
+        for pool in list(_POOLS):
             pool._reset()
 
     # The most recently idle worker takes the next call (LIFO). A stream of one-at-a-time calls
     # then always runs on the same thread, which hdfs-native serves markedly faster than calls
     # rotating over threads (measured: 650 against 460 MB/s for 1 MiB reads).
     def _work(self, task) -> None:
+        _worker.pool = self
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         while True:
             future, function, args, kwargs = task
@@ -71,6 +99,8 @@ class CallPool:
                     outcome = (False, exc)
             # Become idle *before* waking the caller, so its next call finds this thread.
             with self._lock:
+                self._in_flight -= 1
+                self._finished.notify_all()
                 task = self._backlog.popleft() if self._backlog else None
                 if task is None:
                     self._idle.append(inbox)
@@ -86,8 +116,13 @@ class CallPool:
     def submit(self, function, *args, **kwargs) -> Future:
         """Queue a call; returns its Future (threads start on demand, up to ``workers``)."""
         future: Future = Future()
+        self._queue(future, function, args, kwargs)
+        return future
+
+    def _queue(self, future: Future, function, args, kwargs) -> None:
         task = (future, function, args, kwargs)
         with self._lock:
+            self._in_flight += 1
             if self._idle:
                 self._idle.pop().put(task)
             elif self._threads < self.workers:
@@ -96,7 +131,6 @@ class CallPool:
                                  name=f"{self.name}-{self._threads}").start()
             else:
                 self._backlog.append(task)
-        return future
 
     def call(self, timeout: float | None, what: str, function, *args, **kwargs):
         """Run ``function(*args, **kwargs)`` on the pool and wait at most ``timeout`` seconds.
@@ -106,14 +140,28 @@ class CallPool:
         BackendUnavailable
             If the call does not finish in time (``what`` and the service name the operation).
         """
-        future = self.submit(function, *args, **kwargs)
+        if getattr(_worker, "pool", None) is self:
+            # A call from one of this pool's own threads (a background prefetch reading through
+            # the connection) runs right here: queueing it would hold this thread waiting for
+            # another, and enough such callers would starve the pool until every timeout.
+            return function(*args, **kwargs)
+        future: Future = Future()  # made first: a signal landing anywhere below finds it
         try:
+            self._queue(future, function, args, kwargs)
             return future.result(timeout=timeout)
         except FutureTimeout:
             future.cancel()
             raise BackendUnavailable(
                 f"{self.name} did not answer {what} within {timeout:g} s (service down or unreachable?)"
             ) from None
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) while the call runs: let it end first, bounded by its
+            # timeout. The caller's cleanup (closing the handle, removing a partial file) then
+            # finds the client object free: using it while this thread still did failed in
+            # hdfs-native with "Already borrowed" and the process aborted.
+            if not future.cancel():
+                concurrent.futures.wait([future], timeout=timeout)
+            raise
 
 
 if hasattr(os, "register_at_fork"):

@@ -13,6 +13,7 @@ Counters (:class:`ReadaheadStats`) say what happened, as fsspec's caches do.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from .file import MAX_OFFSET, check_range, writable_bytes
 __all__ = ["ReadaheadReader", "ReadaheadStats", "DEFAULT_READAHEAD"]
 
 DEFAULT_READAHEAD = 4 << 20
+#: How long a read waits for a background fetch (a connection's I/O timeout, by default).
+PREFETCH_TIMEOUT = 60.0
 
 
 @dataclass
@@ -102,7 +105,7 @@ class ReadaheadReader(io.BufferedIOBase):
         if not self.closed:
             self._window, self._window_len = [], 0
             self._cur, self._cur_start, self._cur_len = b"", -1, 0
-            self._pending = None
+            self._drop_pending()
             self.raw.close()
         super().close()
 
@@ -147,15 +150,26 @@ class ReadaheadReader(io.BufferedIOBase):
         fetch = getattr(self.raw, "fetch", None)
         return fetch(length, position) if fetch else [self.raw.pread(length, position)]
 
+    def _drop_pending(self) -> None:
+        """Forget the background fetch; one already running is waited for (bounded), because the
+        raw file is not to be used by two threads at once (hdfs-native: "Already borrowed")."""
+        if self._pending is not None:
+            future, self._pending = self._pending[1], None
+            if not future.cancel():
+                concurrent.futures.wait([future], timeout=PREFETCH_TIMEOUT)
+
     def _take_prefetched(self, position: int):
         if self._pending is None:
             return None
-        start, future = self._pending
-        self._pending = None
-        if start != position:
-            future.cancel()
+        if self._pending[0] != position:
+            self._drop_pending()
             return None
-        chunks = future.result()
+        future = self._pending[1]
+        self._pending = None
+        try:
+            chunks = future.result(timeout=PREFETCH_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"prefetch of {self.url} did not finish within {PREFETCH_TIMEOUT:g} s") from None
         self._prefetched += 1
         return chunks
 
@@ -206,6 +220,7 @@ class ReadaheadReader(io.BufferedIOBase):
                 view[total:total + n] = chunk[within:within + n]
                 self._hits += 1
             elif (want - total) >= self.readahead or position != self._next_sequential:
+                self._drop_pending()
                 n = self.raw.preadinto(view[total:want], position)
                 self._direct += 1
                 self._bytes_fetched += n
@@ -258,6 +273,7 @@ class ReadaheadReader(io.BufferedIOBase):
                 self._fill(self._pos)
                 found = self._locate(self._pos)
             else:
+                self._drop_pending()
                 return self.raw.pread(max(size, 1), self._pos)
         chunk, within = found
         return bytes(chunk[within:])
@@ -267,13 +283,23 @@ class ReadaheadReader(io.BufferedIOBase):
         """Read up to ``size`` bytes at ``offset`` directly (no window, position unchanged)."""
         self._check_open()
         check_range(offset, size, self.url, "size")
+        self._drop_pending()
         return self.raw.pread(min(size, max(0, self._size - offset)), offset)
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` directly; returns the byte count."""
         self._check_open()
         check_range(offset, len(writable_bytes(buffer, self.url)), self.url)
+        self._drop_pending()
         return self.raw.preadinto(buffer, offset)
+
+    def preadvinto(self, buffers, offset: int) -> int:
+        """Scatter read at ``offset`` directly (no window, position unchanged)."""
+        self._check_open()
+        views = [writable_bytes(b, self.url) for b in buffers]
+        check_range(offset, sum(len(v) for v in views), self.url)
+        self._drop_pending()
+        return self.raw.preadvinto(views, offset)
 
     def sync(self) -> None:
         """Nothing to make durable on a read-only file (as on the other backends' readers)."""

@@ -24,6 +24,16 @@ def _partial_name(path: str) -> str:
     return f"{head}/.{tail}.hpcbridge-partial-{uuid.uuid4().hex[:12]}"
 
 
+def _open_partial(dst_fs: FileSystem, partial: str, dst: str):
+    """Open the partial file; a missing parent directory is reported under the destination's
+    name (the partial file's hidden name means nothing to the user)."""
+    try:
+        return dst_fs.open(partial, "wb", buffering=0)
+    except FileNotFoundError:
+        parent = dst.rpartition("/")[0] or "/"
+        raise dst_fs._error(errno.ENOENT, dst, f"its directory {dst_fs.url(parent)} does not exist") from None
+
+
 def copy_file(
     src_fs: FileSystem,
     src_path: str,
@@ -65,7 +75,7 @@ def copy_file(
     view = memoryview(buffer)
     copied = 0
     try:
-        with src_fs.open(src, "rb", buffering=0) as reader, dst_fs.open(partial, "wb", buffering=0) as writer:
+        with src_fs.open(src, "rb", buffering=0) as reader, _open_partial(dst_fs, partial, dst) as writer:
             while True:
                 n = reader.readinto(view)
                 if not n:

@@ -1,62 +1,104 @@
-"""``hpcbridge.mpi.File``: an mpi4py-like MPI-IO file on any hpcbridge backend.
+"""``hpcbridge.mpi.File``: mpi4py's ``MPI.File`` on any hpcbridge backend.
 
-The calls mirror ``mpi4py.MPI.File`` (lower-case, Pythonic names): ``set_view``, independent
-``write_at``/``read_at``/``write``/``read``, collective ``write_at_all``/``read_at_all``/
-``write_all``/``read_all``, ``sync``, ``close``. Collective calls go through hpcbridge's two-phase
-aggregation (:mod:`hpcbridge.mpi.twophase`), which works on every backend with positional reads,
-and for writing on POSIX mounts and PLFS containers (``plfs+file://``, ``plfs+hdfs://``).
+Every public method of ``mpi4py.MPI.File`` exists here under its MPI name (``Write_at_all``,
+``Set_view``, ``Iread_at``, ``Seek_shared``...) and under the same name in lower case
+(``write_at_all``...), which is the same function: same arguments, defaults and results (the
+data calls also return the byte count they report in ``status``). ``File.open``/``File.Open``
+take an hpcbridge URL (or a local path), a mode string or an MPI amode, and hints as a mapping
+or an ``MPI.Info``. Collective calls go through hpcbridge's two-phase aggregation
+(:mod:`hpcbridge.mpi.twophase`), which works on every backend with positional reads, and for
+writing on POSIX mounts and PLFS containers (``plfs+file://``, ``plfs+hdfs://``).
+
+Errors of collective calls are collective: each rank checks its arguments, the ranks agree
+with one small reduction before any data moves, and if any rank's arguments are bad every rank
+raises that rank's exception (so no rank waits for a partner that gave up). What hpcbridge
+cannot do faithfully raises ``NotImplementedError`` naming the MPI call; the differential tests
+(tests/mpi/test_differential_mpi.py) compare every call with Open MPI's ``MPI.File``.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import pickle
 
 import numpy as np
 
 from .aggregators import choose_aggregators, node_map
 from .hints import Hints, parse_hints
+from .messages import message
 from .target import open_target, parse_amode
 from .twophase import Exchanger
 from .windowio import independent_read, independent_write
 from .view import FileView
 
-__all__ = ["File", "SEEK_SET", "SEEK_CUR", "SEEK_END"]
+__all__ = ["File", "SEEK_SET", "SEEK_CUR", "SEEK_END", "MPI_FILE_METHODS"]
 
 SEEK_SET, SEEK_CUR, SEEK_END = io.SEEK_SET, io.SEEK_CUR, io.SEEK_END
 
-
-def _read_buffer(buf) -> memoryview:
-    """A flat byte view of ``buf`` without a copy where possible (non-contiguous arrays are copied)."""
-    try:
-        view = memoryview(buf)
-    except TypeError:
-        raise TypeError(f"expected a buffer (bytes, bytearray, memoryview, numpy array), got {type(buf).__name__}") \
-            from None
-    if not view.c_contiguous:
-        view = memoryview(np.ascontiguousarray(np.asarray(buf)))  # MPI would pack it too: one copy
-    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+#: MPI's seek constants (600, 602, 604 in Open MPI) and Python's (0, 1, 2) mean the same here.
+_MPI_WHENCE_NAMES = ("SEEK_SET", "SEEK_CUR", "SEEK_END")
 
 
-def _write_target_buffer(buf) -> memoryview:
-    """A writable flat byte view of ``buf`` (must be C-contiguous: data land in place)."""
-    try:
-        view = memoryview(buf)
-    except TypeError:
-        raise TypeError(f"expected a writable buffer (bytearray, memoryview, numpy array), got {type(buf).__name__}") \
-            from None
-    if view.readonly:
-        raise TypeError(f"cannot read into a read-only buffer ({type(buf).__name__})")
-    if not view.c_contiguous:
-        raise ValueError("read buffers must be C-contiguous (use numpy.ascontiguousarray)")
-    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+def _whence(whence) -> int:
+    if isinstance(whence, (int, np.integer)) and not isinstance(whence, bool):
+        if int(whence) in (SEEK_SET, SEEK_CUR, SEEK_END):
+            return int(whence)
+        from mpi4py import MPI
+
+        for value, name in zip((SEEK_SET, SEEK_CUR, SEEK_END), _MPI_WHENCE_NAMES):
+            if int(whence) == getattr(MPI, name):
+                return value
+    raise ValueError(f"whence must be MPI.SEEK_SET, MPI.SEEK_CUR or MPI.SEEK_END (or io.SEEK_*), got {whence!r}")
+
+
+def _offset(offset, what: str = "offset") -> int:
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"{what} must be an integer, got {type(offset).__name__}")
+    if offset < 0:
+        raise ValueError(f"{what} must be non-negative, got {offset}")
+    return int(offset)
+
+
+def _set_status(status, nbytes: int) -> None:
+    if status is not None:
+        from mpi4py import MPI
+
+        status.Set_elements(MPI.BYTE, int(nbytes))
+        status.Set_cancelled(False)
+
+
+def _completed_request(nbytes: int):
+    """An ``MPI.Grequest`` already complete, whose status counts ``nbytes`` bytes: the request
+    of a non-blocking call done at once. It works with ``Wait``, ``Test``, ``Waitall``..."""
+    from mpi4py import MPI
+
+    def query(status):
+        status.Set_elements(MPI.BYTE, int(nbytes))
+        status.Set_cancelled(False)
+        status.source = MPI.UNDEFINED
+        status.tag = MPI.UNDEFINED
+
+    request = MPI.Grequest.Start(query)
+    request.Complete()
+    return request
+
+
+def _not_implemented(call: str, why: str):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"{call} is not implemented by hpcbridge.mpi.File: {why}")
+
+    method.__name__ = call.replace("MPI_File_", "")
+    method.__doc__ = f"Not available: raises NotImplementedError ({why})."
+    return method
 
 
 class File:
     """An open file shared by the ranks of a communicator.
 
-    Create one with :meth:`File.open`. Offsets of ``*_at`` calls count elementary types of the
-    current view (bytes by default), as in MPI. Collective calls must be made by every rank of
-    the communicator, in the same order.
+    Create one with :meth:`File.open` (alias :meth:`File.Open`). Offsets count elementary types
+    of the current view (bytes by default), as in MPI. Collective calls must be made by every
+    rank of the communicator, in the same order.
 
     >>> from mpi4py import MPI                                            # doctest: +SKIP
     >>> f = File.open(MPI.COMM_WORLD, "file:///scratch/ckpt", "w",        # doctest: +SKIP
@@ -65,33 +107,39 @@ class File:
     >>> f.close()                                                         # doctest: +SKIP
     """
 
-    def __init__(self, comm, target, hints: Hints, aggregators: np.ndarray):
+    def __init__(self, comm, target, hints: Hints, aggregators: np.ndarray, amode: int | None = None):
         self.comm = comm
         self._target = target
         self.hints = hints
         self.url = target.url
         self.mode = target.mode
+        self._amode = amode
         self._exchanger = Exchanger(comm, target, aggregators, hints)
         self._view = FileView()
+        self._view_types = None  # (etype, filetype) as given to Set_view (duplicates of derived types)
         self._position = 0  # individual file pointer, in etypes of the view
+        self._split = None  # the split collective under way: (name, byte count)
         self._closed = False
+        self._shared = _SharedPointer(comm)
+        self._plfs = target.fs.backend_name.lower().startswith("plfs") and target.mode.write
 
     # -- opening and closing ------------------------------------------------------------------
     @classmethod
-    def open(cls, comm, url, mode="r", hints=None, **options) -> "File":
-        """Collective: open ``url`` on every rank of ``comm``.
+    def Open(cls, comm, filename, amode="r", info=None, *, hints=None, mode=None, **options) -> "File":
+        """Collective: open ``filename`` on every rank of ``comm``.
 
         Parameters
         ----------
         comm:
             An mpi4py intracommunicator.
-        url:
-            Any hpcbridge URL: ``file:///...`` (POSIX mounts), ``plfs+file://...``,
+        filename:
+            Any hpcbridge URL: ``file:///...`` or a local path (POSIX mounts), ``plfs+file://...``,
             ``plfs+hdfs://nn:port/...`` (writes), ``hdfs://...`` (reads).
-        mode:
+        amode:
             ``"r"``, ``"r+"``, ``"w"`` (create, truncate), ``"w+"``, ``"x"``, ``"x+"``, or an MPI
             amode such as ``MPI.MODE_WRONLY | MPI.MODE_CREATE`` (create without truncating).
-        hints:
+            (``mode=`` is accepted as another name.)
+        info, hints:
             Collective-buffering hints (mapping or ``MPI.Info``): ``cb_buffer_size``, ``cb_nodes``,
             ``cb_config_list``, ``striping_unit``, ``cb_write``, ``cb_read``, ``romio_ds_write``,
             ``romio_ds_read``, ``direct_write``, ``cb_write_behind``. Unknown names are an error.
@@ -107,9 +155,22 @@ class File:
         FileNotFoundError, FileExistsError, PermissionError
             As for any open, on every rank.
         """
-        url_text = str(url)
-        amode = parse_amode(mode, url_text)
-        parsed = parse_hints(hints)
+        if mode is not None:
+            amode = mode
+        if hints is not None and info is not None:
+            raise TypeError("pass the hints once: info= or hints=")
+        hints = info if hints is None else hints
+        url_text = os.fspath(filename) if not isinstance(filename, bytes) else os.fsdecode(filename)
+        if "://" not in url_text:
+            url_text = os.path.abspath(url_text)
+        try:
+            access = parse_amode(amode, url_text)
+            parsed = parse_hints(_info_items(hints))
+            error = None
+        except Exception as exc:
+            access = parsed = None
+            error = exc
+        _agree(comm, error)
         # Ranks act on the hints without asking each other (cb_write=disable skips every
         # exchange), so they must agree: refuse differing hints on every rank rather than hang.
         everyone = comm.allgather(parsed.as_dict())
@@ -119,10 +180,27 @@ class File:
                                  f"rank {rank} passed {theirs}")
         nodes = node_map(comm)
         aggregators = choose_aggregators(nodes, parsed)
-        target = open_target(comm, url, amode, **options)
-        return cls(comm, target, parsed, aggregators)
+        target = open_target(comm, url_text, access, **options)
+        return cls(comm, target, parsed, aggregators, amode if isinstance(amode, int) else None)
 
-    def close(self) -> None:
+    open = Open
+
+    @classmethod
+    def Delete(cls, filename, info=None, **options) -> None:
+        """Delete ``filename`` (an hpcbridge URL or a local path). Not collective, as in MPI."""
+        from ..fs.api import url_to_fs
+
+        url_text = os.fspath(filename)
+        fs, path = url_to_fs(url_text if "://" in url_text else os.path.abspath(url_text), **options)
+        if not fs.exists(path):
+            import errno
+
+            raise FileNotFoundError(errno.ENOENT, f"no such file: {fs.url(path)}", fs.url(path))
+        fs.rm(path)
+
+    delete = Delete
+
+    def Close(self) -> None:
         """Collective: finish pending I/O and close (PLFS: write the job's metadata)."""
         if self._closed:
             return
@@ -133,14 +211,22 @@ class File:
         except OSError as exc:
             error = exc
         self._target.close()
+        self._shared.free()
+        self._free_view_types()
         self._exchanger._raise_collectively(error, "close")
         self.comm.Barrier()
+
+    close = Close
+
+    def free(self) -> None:
+        """As mpi4py's ``File.free``: close the file if it is open."""
+        self.Close()
 
     def __enter__(self) -> "File":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.Close()
 
     @property
     def closed(self) -> bool:
@@ -155,22 +241,90 @@ class File:
         if writing is False and not self.mode.read:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode.name})")
 
-    # -- views --------------------------------------------------------------------------------
-    def set_view(self, disp: int = 0, etype=None, filetype=None, extent: int | None = None) -> None:
-        """Collective: set this rank's view and reset its file pointer.
+    def _collective(self, prepare):
+        """Run ``prepare()`` (this rank's argument checks) and agree with the other ranks before
+        anything is exchanged: if any rank failed, every rank raises that rank's exception."""
+        try:
+            result, error = prepare(), None
+        except Exception as exc:
+            result, error = None, exc
+        _agree(self.comm, error)
+        return result
 
-        ``filetype`` is an MPI datatype (subarray, vector, indexed, struct, resized...; decoded
-        with ``Get_envelope``/``Get_contents``) or explicit ``(offset, length)`` byte extents
-        (an N×2 array, or a pair of arrays) tiled every ``extent`` bytes (default: their end).
-        ``etype`` (an MPI datatype or a size in bytes) is the unit of offsets.
+    # -- views --------------------------------------------------------------------------------
+    def Set_view(self, disp: int = 0, etype=None, filetype=None, datarep: str = "native", info=None, *,
+                 extent: int | None = None) -> None:
+        """Collective: set this rank's view and reset the individual and shared file pointers.
+
+        As ``MPI_File_set_view``: ``etype`` defaults to ``MPI.BYTE`` and ``filetype`` to the
+        etype. ``filetype`` is an MPI datatype (subarray, vector, indexed, struct, resized...;
+        decoded with ``Get_envelope``/``Get_contents``) or, as an hpcbridge extension, explicit
+        ``(offset, length)`` byte extents (an N×2 array, or a pair of arrays) tiled every
+        ``extent`` bytes (default: their end). ``etype`` may also be a size in bytes. Only the
+        ``"native"`` data representation exists.
         """
-        self._check()
-        self._view = FileView.build(disp, etype, filetype, extent)
+        def prepare():
+            self._check()
+            if datarep != "native":
+                raise NotImplementedError(f"MPI_File_set_view with datarep {datarep!r}: only 'native' is "
+                                          "implemented")
+            if isinstance(disp, bool) or not isinstance(disp, (int, np.integer)):
+                raise TypeError(f"view displacement must be an integer, got {type(disp).__name__}")
+            if disp < 0:
+                raise ValueError(f"view displacement must be non-negative, got {disp}")
+            if etype is not None and not isinstance(etype, (int, np.integer)) and not hasattr(etype, "Get_size"):
+                raise TypeError(f"etype must be an MPI datatype or a size in bytes, got {type(etype).__name__}")
+            ftype = filetype
+            if ftype is None and etype is not None and hasattr(etype, "Get_envelope"):
+                ftype = etype  # MPI: the filetype defaults to the etype
+            if ftype is not None and hasattr(ftype, "Get_envelope") and hasattr(etype, "Get_size") \
+                    and ftype.Get_size() % max(1, etype.Get_size()):
+                raise ValueError(f"filetype size {ftype.Get_size()} is not a multiple of the etype size "
+                                 f"{etype.Get_size()}")
+            return FileView.build(int(disp), etype, ftype, extent)
+
+        view = self._collective(prepare)
+        self.drain_for_view()
+        self._free_view_types()
+        self._view = view
+        self._view_types = (_dup(etype), _dup(filetype) if filetype is not None else None)
         self._position = 0
+        self._shared.reset()
+        if info is not None:
+            self._merge_info(info)
         self.comm.Barrier()
 
-    def get_view(self) -> FileView:
-        """The current view."""
+    set_view = Set_view
+
+    def drain_for_view(self) -> None:
+        """Pending writes of the old view reach the file before a new view is used."""
+        self._exchanger.drain()
+
+    def _free_view_types(self) -> None:
+        if self._view_types:
+            for t in self._view_types:
+                if t is not None and hasattr(t, "Free") and not getattr(t, "is_predefined", True):
+                    t.Free()
+        self._view_types = None
+
+    def Get_view(self):
+        """``(disp, etype, filetype, datarep)`` as ``MPI_File_get_view``: the datatypes of the last
+        :meth:`Set_view` (``MPI.BYTE`` for the default view; explicit extents as given)."""
+        from mpi4py import MPI
+
+        self._check()
+        etype, filetype = self._view_types or (None, None)
+        if etype is None or isinstance(etype, (int, np.integer)):
+            etype = MPI.BYTE if etype in (None, 1) else MPI.BYTE.Create_contiguous(int(etype)).Commit()
+        if filetype is None:
+            filetype = etype
+        return self._view.disp, etype, filetype, "native"
+
+    get_view = Get_view
+
+    @property
+    def view(self) -> FileView:
+        """The current view as hpcbridge decoded it (a :class:`FileView`)."""
         return self._view
 
     @property
@@ -183,95 +337,391 @@ class File:
         """Ranks that aggregate collective I/O for this file."""
         return self._exchanger.aggregators.tolist()
 
+    def Get_byte_offset(self, offset: int) -> int:
+        """The absolute byte position in the file of view offset ``offset`` (etypes)."""
+        self._check()
+        offset = _offset(offset)
+        offsets, _ = self._view.extents(offset, self._view.etype_size)
+        return int(offsets[0])
+
+    get_byte_offset = Get_byte_offset
+
+    def Get_type_extent(self, datatype) -> int:
+        """The extent of ``datatype`` in the file (the ``native`` representation: its extent)."""
+        self._check()
+        return int(datatype.Get_extent()[1])
+
+    get_type_extent = Get_type_extent
+
     # -- independent --------------------------------------------------------------------------
-    def write_at(self, offset: int, buf) -> int:
-        """Write ``buf`` at view offset ``offset`` (etypes) without coordination; returns bytes written."""
-        self._check(writing=True)
+    def _independent_write(self, offset: int, msg) -> int:
         self._exchanger.drain()  # after earlier write-behind, in call order
-        data = _read_buffer(buf)
-        offsets, lengths = self._view.extents(offset, len(data))
-        independent_write(self._target, data, offsets, lengths, self._exchanger.direct)
-        return len(data)
+        offsets, lengths = self._view.extents(offset, msg.nbytes)
+        independent_write(self._target, msg.data, offsets, lengths, self._exchanger.direct)
+        return msg.nbytes
 
-    def read_at(self, offset: int, buf) -> int:
-        """Fill ``buf`` from view offset ``offset``; returns the bytes that lay before end of file."""
-        self._check(writing=False)
+    def _independent_read(self, offset: int, msg) -> int:
         self._exchanger.drain()
-        data = _write_target_buffer(buf)
-        offsets, lengths = self._view.extents(offset, len(data))
-        independent_read(self._target, data, offsets, lengths)
-        return self._count_before_eof(offsets, lengths)
+        offsets, lengths = self._view.extents(offset, msg.nbytes)
+        independent_read(self._target, msg.data, offsets, lengths)
+        count = self._count_before_eof(offsets, lengths)
+        msg.finish(count)
+        return count
 
-    def write(self, buf) -> int:
-        """Independent write at the individual file pointer, which advances."""
-        n = self.write_at(self._position, buf)
+    def _prepare_write(self, offset, buf):
+        self._check(writing=True)
+        offset = _offset(offset)
+        msg = message(buf, writable=False)
+        self._view.extents(offset, msg.nbytes)  # checks whole etypes
+        return offset, msg
+
+    def _prepare_read(self, offset, buf):
+        self._check(writing=False)
+        offset = _offset(offset)
+        msg = message(buf, writable=True)
+        self._view.extents(offset, msg.nbytes)
+        return offset, msg
+
+    def Write_at(self, offset: int, buf, status=None) -> int:
+        """Write ``buf`` at view offset ``offset`` (etypes) without coordination; returns bytes written."""
+        offset, msg = self._prepare_write(offset, buf)
+        n = self._independent_write(offset, msg)
+        _set_status(status, n)
+        return n
+
+    def Read_at(self, offset: int, buf, status=None) -> int:
+        """Fill ``buf`` from view offset ``offset``; returns the bytes that lay before end of file
+        (the rest of ``buf`` reads as zeros)."""
+        offset, msg = self._prepare_read(offset, buf)
+        n = self._independent_read(offset, msg)
+        _set_status(status, n)
+        return n
+
+    def Write(self, buf, status=None) -> int:
+        """Independent write at the individual file pointer, which advances past the data."""
+        n = self.Write_at(self._position, buf, status)
         self._position += n // self._view.etype_size
         return n
 
-    def read(self, buf) -> int:
-        """Independent read at the individual file pointer, which advances."""
-        n = self.read_at(self._position, buf)
-        self._position += memoryview(buf).nbytes // self._view.etype_size
+    def Read(self, buf, status=None) -> int:
+        """Independent read at the individual file pointer, which advances by the data asked
+        for (as in Open MPI, also when the read stops short at end of file)."""
+        asked = _asked(buf)
+        n = self.Read_at(self._position, buf, status)
+        self._position += asked // self._view.etype_size
         return n
 
     # -- collective ---------------------------------------------------------------------------
-    def write_at_all(self, offset: int, buf) -> int:
+    def Write_at_all(self, offset: int, buf, status=None) -> int:
         """Collective write of ``buf`` at view offset ``offset``, aggregated in two phases."""
-        self._check(writing=True)
-        data = _read_buffer(buf)
-        offsets, lengths = self._view.extents(offset, len(data))
-        return self._exchanger.write(data, offsets, lengths)
+        offset, msg = self._collective(lambda: self._prepare_write(offset, buf))
+        offsets, lengths = self._view.extents(offset, msg.nbytes)
+        n = self._collective_write(msg, offsets, lengths)
+        _set_status(status, n)
+        return n
 
-    def read_at_all(self, offset: int, buf) -> int:
+    def _collective_write(self, msg, offsets, lengths) -> int:
+        """The exchange of a collective write, ordered with this rank's other writes on PLFS.
+
+        On PLFS, overlapping writes are ordered by per-process sequence numbers; an aggregator
+        writes other ranks' bytes with its own. So that each rank's writes keep their call order
+        (MPI's guarantee for one process's accesses), the ranks raise their sequence counters to
+        a common floor before the exchange and again after it: an aggregator's records follow
+        every earlier write of the ranks it serves, and precede their later ones.
+        """
+        self._plfs_sequence_floor()
+        n = self._exchanger.write(msg.data, offsets, lengths)
+        self._plfs_sequence_floor()
+        return n
+
+    def _plfs_sequence_floor(self) -> None:
+        if not self._plfs:
+            return
+        from mpi4py import MPI
+
+        from ..plfs.writer import advance_sequence, next_sequence
+
+        advance_sequence(self.comm.allreduce(next_sequence(), op=MPI.MAX))
+
+    def Read_at_all(self, offset: int, buf, status=None) -> int:
         """Collective read into ``buf`` from view offset ``offset``; returns bytes before end of file."""
-        self._check(writing=False)
-        data = _write_target_buffer(buf)
-        offsets, lengths = self._view.extents(offset, len(data))
-        self._exchanger.read(data, offsets, lengths)
-        return self._count_before_eof(offsets, lengths)
+        offset, msg = self._collective(lambda: self._prepare_read(offset, buf))
+        offsets, lengths = self._view.extents(offset, msg.nbytes)
+        self._exchanger.read(msg.data, offsets, lengths)
+        n = self._count_before_eof(offsets, lengths)
+        msg.finish(n)
+        _set_status(status, n)
+        return n
 
-    def write_all(self, buf) -> int:
+    def Write_all(self, buf, status=None) -> int:
         """Collective write at the individual file pointer, which advances."""
-        n = self.write_at_all(self._position, buf)
+        n = self.Write_at_all(self._position, buf, status)
         self._position += n // self._view.etype_size
         return n
 
-    def read_all(self, buf) -> int:
-        """Collective read at the individual file pointer, which advances."""
-        n = self.read_at_all(self._position, buf)
-        self._position += memoryview(buf).nbytes // self._view.etype_size
+    def Read_all(self, buf, status=None) -> int:
+        """Collective read at the individual file pointer, which advances by the data asked for."""
+        asked = _asked(buf)
+        n = self.Read_at_all(self._position, buf, status)
+        self._position += asked // self._view.etype_size
         return n
 
-    # -- pointer, size, sync ------------------------------------------------------------------
-    def seek(self, offset: int, whence: int = SEEK_SET) -> int:
-        """Move the individual file pointer (etypes of the view); returns the new position."""
+    # -- non-blocking: done at the call, the request is complete --------------------------------
+    def Iwrite_at(self, offset: int, buf):
+        """Non-blocking ``Write_at``: done at once; returns a completed ``MPI.Grequest``."""
+        return _completed_request(self.Write_at(offset, buf))
+
+    def Iread_at(self, offset: int, buf):
+        """Non-blocking ``Read_at``: done at once; returns a completed ``MPI.Grequest``."""
+        return _completed_request(self.Read_at(offset, buf))
+
+    def Iwrite(self, buf):
+        """Non-blocking ``Write``: done at once; returns a completed ``MPI.Grequest``."""
+        return _completed_request(self.Write(buf))
+
+    def Iread(self, buf):
+        """Non-blocking ``Read``: done at once; returns a completed ``MPI.Grequest``."""
+        return _completed_request(self.Read(buf))
+
+    def Iwrite_at_all(self, offset: int, buf):
+        """Non-blocking collective ``Write_at_all``: done at the call (so it synchronises the
+        ranks as the blocking call does); returns a completed ``MPI.Grequest``."""
+        return _completed_request(self.Write_at_all(offset, buf))
+
+    def Iread_at_all(self, offset: int, buf):
+        """Non-blocking collective ``Read_at_all``, done at the call."""
+        return _completed_request(self.Read_at_all(offset, buf))
+
+    def Iwrite_all(self, buf):
+        """Non-blocking collective ``Write_all``, done at the call."""
+        return _completed_request(self.Write_all(buf))
+
+    def Iread_all(self, buf):
+        """Non-blocking collective ``Read_all``, done at the call."""
+        return _completed_request(self.Read_all(buf))
+
+    def Iwrite_shared(self, buf):
+        """Non-blocking ``Write_shared``, done at the call."""
+        return _completed_request(self.Write_shared(buf))
+
+    def Iread_shared(self, buf):
+        """Non-blocking ``Read_shared``, done at the call."""
+        return _completed_request(self.Read_shared(buf))
+
+    # -- split collectives: the work happens in *_begin ----------------------------------------
+    def _begin(self, name: str, run) -> None:
+        if self._split is not None:
+            raise ValueError(f"{self.url}: a split collective ({self._split[0]}_begin) is already active; "
+                             f"call {self._split[0]}_end first")
+        self._split = (name, run())
+
+    def _end(self, name: str, status) -> int:
+        if self._split is None or self._split[0] != name:
+            active = "none" if self._split is None else self._split[0] + "_begin"
+            raise ValueError(f"{self.url}: {name}_end without {name}_begin (active: {active})")
+        n = self._split[1]
+        self._split = None
+        _set_status(status, n)
+        return n
+
+    def Write_at_all_begin(self, offset: int, buf) -> None:
+        """Start a split collective write at ``offset`` (the data are written here)."""
+        self._begin("Write_at_all", lambda: self.Write_at_all(offset, buf))
+
+    def Write_at_all_end(self, buf, status=None) -> int:
+        """Complete a split collective write at an explicit offset."""
+        return self._end("Write_at_all", status)
+
+    def Read_at_all_begin(self, offset: int, buf) -> None:
+        """Start a split collective read at ``offset`` (the data are read here)."""
+        self._begin("Read_at_all", lambda: self.Read_at_all(offset, buf))
+
+    def Read_at_all_end(self, buf, status=None) -> int:
+        """Complete a split collective read at an explicit offset."""
+        return self._end("Read_at_all", status)
+
+    def Write_all_begin(self, buf) -> None:
+        """Start a split collective write at the individual file pointer."""
+        self._begin("Write_all", lambda: self.Write_all(buf))
+
+    def Write_all_end(self, buf, status=None) -> int:
+        """Complete a split collective write at the individual file pointer."""
+        return self._end("Write_all", status)
+
+    def Read_all_begin(self, buf) -> None:
+        """Start a split collective read at the individual file pointer."""
+        self._begin("Read_all", lambda: self.Read_all(buf))
+
+    def Read_all_end(self, buf, status=None) -> int:
+        """Complete a split collective read at the individual file pointer."""
+        return self._end("Read_all", status)
+
+    def Write_ordered_begin(self, buf) -> None:
+        """Start a split collective write at the shared file pointer, in rank order."""
+        self._begin("Write_ordered", lambda: self.Write_ordered(buf))
+
+    def Write_ordered_end(self, buf, status=None) -> int:
+        """Complete a split collective ordered write."""
+        return self._end("Write_ordered", status)
+
+    def Read_ordered_begin(self, buf) -> None:
+        """Start a split collective read at the shared file pointer, in rank order."""
+        self._begin("Read_ordered", lambda: self.Read_ordered(buf))
+
+    def Read_ordered_end(self, buf, status=None) -> int:
+        """Complete a split collective ordered read."""
+        return self._end("Read_ordered", status)
+
+    # -- shared file pointer ------------------------------------------------------------------
+    def Write_shared(self, buf, status=None) -> int:
+        """Independent write at the shared file pointer (an atomic fetch-and-add on rank 0)."""
+        _, msg = self._prepare_write(0, buf)
+        position = self._shared.fetch_add(msg.nbytes // self._view.etype_size)
+        n = self._independent_write(position, msg)
+        _set_status(status, n)
+        return n
+
+    def Read_shared(self, buf, status=None) -> int:
+        """Independent read at the shared file pointer, which advances past what was read."""
+        _, msg = self._prepare_read(0, buf)
+        size_etypes = msg.nbytes // self._view.etype_size
+        position = self._shared.fetch_add(size_etypes)
+        n = self._independent_read(position, msg)
+        _set_status(status, n)
+        return n
+
+    def _ordered(self, prepare, nbytes_of):
+        prepared = self._collective(prepare)
+        etypes = nbytes_of(prepared) // self._view.etype_size
+        counts = np.array(self.comm.allgather(etypes), dtype=np.int64)
+        base = self._shared.fetch_add_collective(int(counts.sum()))
+        return prepared, base + int(counts[:self.comm.rank].sum())
+
+    def Write_ordered(self, buf, status=None) -> int:
+        """Collective write at the shared file pointer, the ranks' data in rank order."""
+        (_, msg), position = self._ordered(lambda: self._prepare_write(0, buf), lambda p: p[1].nbytes)
+        offsets, lengths = self._view.extents(position, msg.nbytes)
+        n = self._collective_write(msg, offsets, lengths)
+        _set_status(status, n)
+        return n
+
+    def Read_ordered(self, buf, status=None) -> int:
+        """Collective read at the shared file pointer, the ranks' data in rank order."""
+        (_, msg), position = self._ordered(lambda: self._prepare_read(0, buf), lambda p: p[1].nbytes)
+        offsets, lengths = self._view.extents(position, msg.nbytes)
+        self._exchanger.read(msg.data, offsets, lengths)
+        n = self._count_before_eof(offsets, lengths)
+        msg.finish(n)
+        _set_status(status, n)
+        return n
+
+    def Seek_shared(self, offset: int, whence=SEEK_SET) -> None:
+        """Collective: move the shared file pointer (every rank passes the same arguments)."""
+        def prepare():
+            self._check()
+            if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+                raise TypeError(f"offset must be an integer, got {type(offset).__name__}")
+            return _whence(whence)
+
+        how = self._collective(prepare)
+        base = 0
+        if self.comm.rank == 0:
+            base = self._eof_offset() if how == SEEK_END else (self._shared.get() if how == SEEK_CUR else 0)
+        position = self.comm.bcast(base, root=0) + int(offset)
+        self._shared.set_collective(position, self.url)
+
+    seek_shared = Seek_shared
+
+    def Get_position_shared(self) -> int:
+        """The shared file pointer, in etypes."""
         self._check()
-        if whence == SEEK_SET:
-            position = offset
-        elif whence == SEEK_CUR:
-            position = self._position + offset
-        elif whence == SEEK_END:
-            if not self._view.contiguous:
-                raise io.UnsupportedOperation(f"seek from the end of {self.url} needs the default byte view")
-            position = (self.get_size() - self._view.disp) // self._view.etype_size + offset
+        return self._shared.get()
+
+    # -- pointer, size, sync ------------------------------------------------------------------
+    def Seek(self, offset: int, whence=SEEK_SET) -> int:
+        """Move the individual file pointer (etypes of the view); ``whence`` is ``MPI.SEEK_SET``,
+        ``MPI.SEEK_CUR`` or ``MPI.SEEK_END`` (``io.SEEK_*`` too). Returns the new position."""
+        self._check()
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+            raise TypeError(f"offset must be an integer, got {type(offset).__name__}")
+        how = _whence(whence)
+        if how == SEEK_SET:
+            position = int(offset)
+        elif how == SEEK_CUR:
+            position = self._position + int(offset)
         else:
-            raise ValueError(f"whence must be SEEK_SET, SEEK_CUR or SEEK_END, got {whence!r}")
+            position = self._eof_offset() + int(offset)
         if position < 0:
             raise ValueError(f"seek to a negative position ({position}) in {self.url}")
         self._position = position
         return position
 
-    def get_position(self) -> int:
+    def _eof_offset(self) -> int:
+        """The view offset (etypes) of end of file, for ``SEEK_END``: the data bytes of the view
+        before the file's end, in whole etypes (rounded down, as Open MPI does: a trailing
+        partial etype is not skipped)."""
+        self._exchanger.drain()
+        size = self._target.size()
+        view = self._view
+        return view.bytes_before(size) // view.etype_size
+
+    def Get_position(self) -> int:
         """The individual file pointer, in etypes."""
+        self._check()
         return self._position
 
-    def get_size(self) -> int:
+    def Get_size(self) -> int:
         """Current file size in bytes (PLFS write handles: the end of this rank's writes)."""
         self._check()
         self._exchanger.drain()
         return self._target.size()
 
-    def sync(self) -> None:
+    def Set_size(self, size: int) -> None:
+        """Collective: truncate or extend the file to ``size`` bytes (extension reads as zeros)."""
+        size = self._collective(lambda: (self._check(writing=True), self._resizable("MPI_File_set_size"),
+                                         _offset(size, "size"))[2])
+        self._resize(size, shrink=True)
+
+    def Preallocate(self, size: int) -> None:
+        """Collective: make the file at least ``size`` bytes long (allocating the blocks; the
+        contents of existing bytes do not change)."""
+        size = self._collective(lambda: (self._check(writing=True), self._resizable("MPI_File_preallocate"),
+                                         _offset(size, "size"))[2])
+        self._resize(size, shrink=False)
+
+    def _resizable(self, call: str) -> None:
+        if not hasattr(self._target.raw, "truncate") or self._target.fs.backend_name.lower().startswith("plfs"):
+            raise NotImplementedError(f"{call} is not implemented for {self._target.fs.backend_name} files "
+                                      f"({self.url}): their size is where the data end")
+
+    def _resize(self, size: int, shrink: bool) -> None:
+        error = None
+        try:
+            self._exchanger.flush_staged()
+            self._exchanger.drain()
+        except OSError as exc:
+            error = exc
+        self._exchanger._raise_collectively(error, "resize")
+        self.comm.Barrier()
+        error = None
+        if self.comm.rank == 0:
+            try:
+                current = self._target.size()
+                if size < current and shrink or size > current:
+                    fd = self._target._fd
+                    if not shrink and fd is not None and hasattr(os, "posix_fallocate"):
+                        try:
+                            os.posix_fallocate(fd, 0, size)
+                        except OSError:
+                            self._target.raw.truncate(size)
+                    else:
+                        self._target.raw.truncate(size)
+            except OSError as exc:
+                error = exc
+        self._exchanger._raise_collectively(error, "resize")
+        self.comm.Barrier()
+
+    def Sync(self) -> None:
         """Collective: make every rank's writes durable and visible (fsync / hsync)."""
         self._check()
         error = None
@@ -284,6 +734,115 @@ class File:
         self._exchanger._raise_collectively(error, "sync")
         self.comm.Barrier()
 
+    # -- modes, groups, hints, atomicity, errors ----------------------------------------------
+    def Get_amode(self) -> int:
+        """The MPI access mode (``MODE_RDONLY``/``WRONLY``/``RDWR`` with ``MODE_CREATE``,
+        ``MODE_EXCL``): as passed to open, or the equivalent of the mode string."""
+        if self._amode is not None:
+            return self._amode
+        from mpi4py import MPI
+
+        m = self.mode
+        amode = MPI.MODE_RDWR if m.read and m.write else (MPI.MODE_RDONLY if m.read else MPI.MODE_WRONLY)
+        return amode | (MPI.MODE_CREATE if m.create else 0) | (MPI.MODE_EXCL if m.exclusive else 0)
+
+    def Get_group(self):
+        """The group of the communicator that opened the file (free it with ``Free()``)."""
+        return self.comm.Get_group()
+
+    def Get_info(self):
+        """The hints in use, as a new ``MPI.Info`` (free it with ``Free()``)."""
+        from mpi4py import MPI
+
+        info = MPI.Info.Create()
+        for key, value in self.hints.as_dict().items():
+            if value is not None:
+                info.Set(key, str(value).lower() if isinstance(value, bool) else str(value))
+        return info
+
+    def Set_info(self, info) -> None:
+        """Collective: change hints (the same on every rank); pending writes are flushed first."""
+        self._check()
+        self._merge_info(info)
+
+    def _merge_info(self, info) -> None:
+        def prepare():
+            merged = dict(self.hints.as_dict())
+            merged.update(_info_items(info) or {})
+            return parse_hints({k: v for k, v in merged.items() if v is not None})
+
+        parsed = self._collective(prepare)
+        everyone = self.comm.allgather(parsed.as_dict())
+        if any(theirs != everyone[0] for theirs in everyone):
+            raise ValueError(f"{self.url}: hints must be the same on every rank")
+        if parsed.as_dict() == self.hints.as_dict():
+            return
+        self._exchanger.close()
+        aggregators = choose_aggregators(node_map(self.comm), parsed)
+        self.hints = parsed
+        self._exchanger = Exchanger(self.comm, self._target, aggregators, parsed)
+
+    def Get_atomicity(self) -> bool:
+        """False: hpcbridge runs in MPI's non-atomic mode."""
+        self._check()
+        return False
+
+    def Set_atomicity(self, flag: bool) -> None:
+        """Collective. ``False`` (non-atomic mode) is what hpcbridge does; ``True`` raises
+        NotImplementedError on every rank."""
+        def prepare():
+            self._check()
+            if flag:
+                raise NotImplementedError("MPI_File_set_atomicity(true) is not implemented by hpcbridge.mpi.File: "
+                                          "its writes are not atomic across ranks; use Sync and Barrier")
+
+        self._collective(prepare)
+
+    def Get_errhandler(self):
+        """``MPI.ERRORS_RETURN``: errors are Python exceptions, as mpi4py raises them."""
+        from mpi4py import MPI
+
+        return MPI.ERRORS_RETURN
+
+    def Set_errhandler(self, errhandler) -> None:
+        """Only ``MPI.ERRORS_RETURN`` (Python exceptions) is available."""
+        from mpi4py import MPI
+
+        if errhandler != MPI.ERRORS_RETURN:
+            raise NotImplementedError("MPI_File_set_errhandler is not implemented by hpcbridge.mpi.File for "
+                                      "handlers other than MPI.ERRORS_RETURN: errors are Python exceptions")
+
+    Call_errhandler = _not_implemented("MPI_File_call_errhandler", "errors are Python exceptions")
+    Create_errhandler = classmethod(_not_implemented("MPI_File_create_errhandler",
+                                                     "errors are Python exceptions"))
+    f2py = classmethod(_not_implemented("MPI_File_f2c", "an hpcbridge file has no MPI handle"))
+    fromhandle = classmethod(_not_implemented("MPI_File (fromhandle)", "an hpcbridge file has no MPI handle"))
+    fromint = classmethod(_not_implemented("MPI_File (fromint)", "an hpcbridge file has no MPI handle"))
+    py2f = _not_implemented("MPI_File_c2f", "an hpcbridge file has no MPI handle")
+    toint = _not_implemented("MPI_File (toint)", "an hpcbridge file has no MPI handle")
+
+    @property
+    def handle(self):
+        """Not available: an hpcbridge file has no MPI handle (raises NotImplementedError)."""
+        raise NotImplementedError("MPI_File handle is not available: an hpcbridge file has no MPI handle")
+
+    # Properties of mpi4py's File.
+    amode = property(Get_amode, doc="The access mode (Get_amode).")
+    atomicity = property(Get_atomicity, Set_atomicity, doc="Atomic mode (Get/Set_atomicity).")
+    group = property(Get_group, doc="The group of the file (Get_group).")
+    info = property(Get_info, Set_info, doc="The hints (Get/Set_info).")
+    size = property(Get_size, doc="The file size (Get_size).")
+
+    @property
+    def group_size(self) -> int:
+        """Number of ranks sharing the file."""
+        return self.comm.Get_size()
+
+    @property
+    def group_rank(self) -> int:
+        """This rank in the file's group."""
+        return self.comm.Get_rank()
+
     def _count_before_eof(self, offsets: np.ndarray, lengths: np.ndarray) -> int:
         if offsets.size == 0:
             return 0
@@ -294,3 +853,124 @@ class File:
     def __repr__(self) -> str:
         state = "closed" if self._closed else self.mode.name
         return f"<hpcbridge.mpi.File {self.url} {state} ranks={self.comm.size} aggregators={self.aggregators}>"
+
+
+#: The public methods and properties of ``mpi4py.MPI.File`` (4.x), all of which File has, under
+#: these names and in lower case.
+MPI_FILE_METHODS = (
+    "Call_errhandler", "Close", "Create_errhandler", "Delete", "Get_amode", "Get_atomicity", "Get_byte_offset",
+    "Get_errhandler", "Get_group", "Get_info", "Get_position", "Get_position_shared", "Get_size",
+    "Get_type_extent", "Get_view", "Iread", "Iread_all", "Iread_at", "Iread_at_all", "Iread_shared", "Iwrite",
+    "Iwrite_all", "Iwrite_at", "Iwrite_at_all", "Iwrite_shared", "Open", "Preallocate", "Read", "Read_all",
+    "Read_all_begin", "Read_all_end", "Read_at", "Read_at_all", "Read_at_all_begin", "Read_at_all_end",
+    "Read_ordered", "Read_ordered_begin", "Read_ordered_end", "Read_shared", "Seek", "Seek_shared",
+    "Set_atomicity", "Set_errhandler", "Set_info", "Set_size", "Set_view", "Sync", "Write", "Write_all",
+    "Write_all_begin", "Write_all_end", "Write_at", "Write_at_all", "Write_at_all_begin", "Write_at_all_end",
+    "Write_ordered", "Write_ordered_begin", "Write_ordered_end", "Write_shared",
+)
+
+for _name in MPI_FILE_METHODS:
+    if not hasattr(File, _name.lower()):
+        setattr(File, _name.lower(), getattr(File, _name))
+del _name
+
+
+def _asked(buf) -> int:
+    """Bytes a read asks for (0 for a bad buffer: the call itself reports that)."""
+    try:
+        return message(buf, writable=True).nbytes
+    except (TypeError, ValueError):
+        return 0
+
+
+def _dup(datatype):
+    """A duplicate of a derived MPI datatype (the caller may free theirs after Set_view)."""
+    if datatype is None or not hasattr(datatype, "Dup") or getattr(datatype, "is_predefined", True):
+        return datatype
+    return datatype.Dup()
+
+
+def _info_items(info):
+    """Hints from an ``MPI.Info``, a mapping or None (MPI.INFO_NULL too)."""
+    if info is None:
+        return None
+    if hasattr(info, "Get_nkeys"):
+        from mpi4py import MPI
+
+        if info == MPI.INFO_NULL:
+            return None
+    return info
+
+
+def _agree(comm, error: BaseException | None) -> None:
+    """One ``Allreduce``: the lowest rank whose checks failed, if any, sends its exception to
+    every rank and every rank raises it (the failing rank its own)."""
+    from mpi4py import MPI
+
+    mine = np.array([comm.rank if error is not None else comm.size], dtype=np.int64)
+    first = np.empty(1, dtype=np.int64)
+    comm.Allreduce(mine, first, op=MPI.MIN)
+    root = int(first[0])
+    if root == comm.size:
+        return
+    payload = None
+    if comm.rank == root:
+        try:
+            payload = pickle.dumps(error)
+        except Exception:
+            payload = pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+    payload = comm.bcast(payload, root=root)
+    if error is not None and comm.rank == root:
+        raise error
+    raise pickle.loads(payload)
+
+
+class _SharedPointer:
+    """The shared file pointer: one int64 in an MPI window on rank 0, moved with atomic
+    ``Fetch_and_op`` (passive target), as ``MPI_File_*_shared`` need."""
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm
+        self.win = MPI.Win.Allocate(8 if comm.rank == 0 else 0, 8, comm=comm)
+        if comm.rank == 0:
+            np.frombuffer(self.win.tomemory(), dtype=np.int64)[0] = 0
+        comm.Barrier()
+
+    def fetch_add(self, n: int) -> int:
+        MPI = self.MPI
+        value, old = np.array([n], dtype=np.int64), np.zeros(1, dtype=np.int64)
+        self.win.Lock(0, MPI.LOCK_SHARED)
+        self.win.Fetch_and_op(value, old, 0, 0, MPI.SUM)
+        self.win.Unlock(0)
+        return int(old[0])
+
+    def get(self) -> int:
+        return self.fetch_add(0)
+
+    def fetch_add_collective(self, n: int) -> int:
+        base = self.fetch_add(n) if self.comm.rank == 0 else None
+        return self.comm.bcast(base, root=0)
+
+    def set_collective(self, position: int, url: str) -> None:
+        if position < 0:
+            # Every rank computed the same position from the same arguments: all raise.
+            raise ValueError(f"seek to a negative shared position ({position}) in {url}")
+        self.comm.Barrier()
+        if self.comm.rank == 0:
+            MPI = self.MPI
+            value, old = np.array([position], dtype=np.int64), np.zeros(1, dtype=np.int64)
+            self.win.Lock(0, MPI.LOCK_EXCLUSIVE)
+            self.win.Fetch_and_op(value, old, 0, 0, MPI.REPLACE)
+            self.win.Unlock(0)
+        self.comm.Barrier()
+
+    def reset(self) -> None:
+        self.set_collective(0, "")
+
+    def free(self) -> None:
+        if self.win is not None:
+            self.win.Free()
+            self.win = None

@@ -27,9 +27,13 @@ class FileView:
     filetype:
         A :class:`~hpcbridge.mpi.datatypes.Flattened` filetype, or None for the contiguous
         byte stream (the default view).
+    shift:
+        For the contiguous stream: bytes between ``disp`` and the first data byte (a dense
+        filetype whose typemap starts past 0, e.g. ``indexed([1], [1])``, tiles into the stream
+        from ``disp + shift``).
     """
 
-    def __init__(self, disp: int = 0, etype_size: int = 1, filetype: Flattened | None = None):
+    def __init__(self, disp: int = 0, etype_size: int = 1, filetype: Flattened | None = None, shift: int = 0):
         if disp < 0:
             raise ValueError(f"view displacement must be non-negative, got {disp}")
         if etype_size <= 0:
@@ -37,6 +41,7 @@ class FileView:
         self.disp = int(disp)
         self.etype_size = int(etype_size)
         self.filetype = filetype
+        self.shift = int(shift)
         if filetype is None:
             return
         offsets, lengths = filetype.offsets, filetype.lengths
@@ -49,8 +54,11 @@ class FileView:
         if offsets.size > 1 and np.any(offsets[1:] < (offsets + lengths)[:-1]):
             raise ValueError("filetype displacements must be monotonically non-decreasing without overlap "
                              "(MPI file view rule)")
-        if filetype.extent < int((offsets + lengths).max()):
-            raise ValueError(f"filetype extent {filetype.extent} is smaller than its last byte; tiles would overlap")
+        span = int((offsets + lengths).max()) - int(offsets.min())
+        if filetype.extent < span:
+            # Tile k lies at disp + k·extent: its bytes must end before tile k+1's begin.
+            raise ValueError(f"filetype extent {filetype.extent} is smaller than the span of its bytes ({span}); "
+                             "consecutive tiles would overlap")
         merged = merge_extents(offsets, lengths)
         self._offsets, self._lengths = merged
         self._starts = np.concatenate(([0], np.cumsum(self._lengths)[:-1])).astype(np.int64)
@@ -71,12 +79,12 @@ class FileView:
             flat = extents_filetype(filetype, extent)
         view = cls(disp, etype_size, flat)
         if flat is not None and view._is_contiguous_stream():
-            return cls(disp, etype_size, None)  # a filetype without holes: the plain byte stream
+            # A filetype without holes between tiles: the plain byte stream from its first byte.
+            return cls(disp, etype_size, None, shift=int(view._offsets[0]))
         return view
 
     def _is_contiguous_stream(self) -> bool:
-        return (self._offsets.size == 1 and int(self._offsets[0]) == 0
-                and self._tile_extent == self._tile_size)
+        return self._offsets.size == 1 and self._tile_extent == self._tile_size
 
     @property
     def contiguous(self) -> bool:
@@ -97,7 +105,7 @@ class FileView:
         if nbytes == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if self.filetype is None:
-            return np.array([self.disp + start], dtype=np.int64), np.array([nbytes], dtype=np.int64)
+            return np.array([self.disp + self.shift + start], dtype=np.int64), np.array([nbytes], dtype=np.int64)
         size = self._tile_size
         first_tile, last_tile = start // size, (start + nbytes - 1) // size
         if first_tile == last_tile:
@@ -117,8 +125,23 @@ class FileView:
         file_offsets = self.disp + tiles * self._tile_extent + self._offsets[None, :] + (lo - logical)
         return merge_extents(file_offsets.reshape(-1), (hi - lo).clip(min=0).reshape(-1))
 
+    def bytes_before(self, position: int) -> int:
+        """Data bytes of the view that lie before absolute file byte ``position``."""
+        if position <= self.disp:
+            return 0
+        if self.filetype is None:
+            return max(0, position - self.disp - self.shift)
+        first = int(self._offsets[0])  # tile k's bytes lie in [disp + k·extent + first, + extent)
+        relative = position - self.disp - first
+        if relative <= 0:
+            return 0
+        tiles, within = divmod(relative, self._tile_extent)
+        partial = np.clip(within - (self._offsets - first), 0, self._lengths).sum()
+        return int(tiles * self._tile_size + partial)
+
     def __repr__(self) -> str:
         if self.filetype is None:
-            return f"FileView(disp={self.disp}, etype_size={self.etype_size}, contiguous)"
+            shift = f", shift={self.shift}" if self.shift else ""
+            return f"FileView(disp={self.disp}, etype_size={self.etype_size}, contiguous{shift})"
         return (f"FileView(disp={self.disp}, etype_size={self.etype_size}, {self._offsets.size} extents "
                 f"of {self._tile_size} bytes per {self._tile_extent}-byte tile)")

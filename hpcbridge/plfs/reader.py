@@ -18,6 +18,7 @@ with ``on_corruption="skip"`` the damaged record's bytes read as zeros and a
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import errno
 import threading
 import warnings
@@ -125,6 +126,19 @@ def _runs(pieces, offset: int) -> list[_Run]:
     return runs
 
 
+def _crc_of(parts: list, lo: int, hi: int, seed: int) -> int:
+    """CRC32C (continuing ``seed``) of bytes ``[lo, hi)`` of the concatenation of ``parts``."""
+    crc, position = seed, 0
+    for part in parts:
+        end = position + len(part)
+        if end > lo:
+            crc = data_crc(part[max(0, lo - position):min(len(part), hi - position)], crc)
+        if end >= hi:
+            break
+        position = end
+    return crc
+
+
 class PlfsReader:
     """Random-access reads of a container's logical file, with data checks (see the module).
 
@@ -140,6 +154,8 @@ class PlfsReader:
 
     #: Reads up to this size are served on the calling thread.
     SMALL_READ = 4 << 20
+    #: Bound of one large read's parallel runs, seconds.
+    READ_TIMEOUT = 600.0
 
     def __init__(self, container: Container, index: GlobalIndex, threads: int = 8, max_open: int = 64,
                  verify: str = "auto", on_corruption: str = "raise"):
@@ -204,12 +220,14 @@ class PlfsReader:
         return PlfsCorruptionError(errno.EIO, f"data log {fs.url(path)} is shorter than its index says "
                                               f"({got} of {length} bytes at {physical})", self.container.url)
 
-    def _read_into(self, writer: int, physical: int, target, sequential: bool = False) -> None:
-        """Fill ``target`` (a memoryview) from ``writer``'s data log at ``physical``.
+    def _read_into(self, writer: int, physical: int, parts: list, sequential: bool = False) -> None:
+        """Fill ``parts`` (memoryviews, in turn) from ``writer``'s data log at ``physical``.
 
         ``sequential``: through the log's read buffer (small reads walking a log in order
-        become large reads of it), under the reader's lock; else positional, any thread.
+        become large reads of it), under the reader's lock; else one positional scatter read
+        (``preadv`` on POSIX: straight into the caller's buffer), any thread.
         """
+        want = sum(len(p) for p in parts)
         handle = self._handle(writer)
         try:
             if sequential:
@@ -217,17 +235,24 @@ class PlfsReader:
                     if handle.tell() != physical:
                         handle.seek(physical)
                     got = 0
-                    while got < len(target):
-                        n = handle.readinto(target[got:])
-                        if not n:
+                    for part in parts:
+                        done = 0
+                        while done < len(part):
+                            n = handle.readinto(part[done:])
+                            if not n:
+                                break
+                            done += n
+                        got += done
+                        if done < len(part):
                             break
-                        got += n
+            elif len(parts) == 1:
+                got = handle.preadinto(parts[0], physical)
             else:
-                got = handle.preadinto(target, physical)
+                got = handle.preadvinto(parts, physical)
         finally:
             self._release(writer)
-        if got != len(target):
-            raise self._short(writer, got, len(target), physical)
+        if got != want:
+            raise self._short(writer, got, want, physical)
 
     # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
@@ -251,6 +276,12 @@ class PlfsReader:
                 self._read_run(view, run, sequential=n <= self.SMALL_READ)
         else:
             futures = [self._pool.submit(self._read_run, view, run) for run in runs]
+            # Every run ends before this returns or raises: none may write into the caller's
+            # buffer afterwards. Each backend call inside has its own timeout; this bounds the rest.
+            _, pending = concurrent.futures.wait(futures, timeout=self.READ_TIMEOUT)
+            if pending:
+                raise TimeoutError(errno.ETIMEDOUT, f"read of {n} bytes at {offset} did not finish within "
+                                                    f"{self.READ_TIMEOUT:g} s", self.container.url)
             for future in futures:
                 future.result()
         return n
@@ -270,29 +301,18 @@ class PlfsReader:
             zeros[position - offset:end - offset] = 0
 
     def _read_run(self, view, run: _Run, sequential: bool = False) -> None:
-        """Read one run into its places in ``view``, verify what it covers whole, and zero what
-        it holds of data skipped as corrupt."""
-        if len(run.segments) == 1:
-            at, length = run.segments[0]
-            data = view[at:at + length]
-            self._read_into(run.writer, run.start, data, sequential)
-        else:
-            # Pieces contiguous in the log but not in the file (a strided pattern): one read of
-            # the run, then each piece to its place.
-            data = memoryview(bytearray(run.length))
-            self._read_into(run.writer, run.start, data, sequential)
+        """Read one run straight into its places in ``view`` (pieces contiguous in the log but
+        not in the file, a strided pattern, are one scatter read), verify what it covers whole,
+        and zero what it holds of data skipped as corrupt."""
+        parts = [view[at:at + length] for at, length in run.segments]
+        self._read_into(run.writer, run.start, parts, sequential)
         if self.verify == "auto":
-            self._verify_run(run, data)
-        if len(run.segments) > 1:
-            position = 0
-            for at, length in run.segments:
-                view[at:at + length] = data[position:position + length]
-                position += length
+            self._verify_run(run, parts)
         if run.writer in self._bad:
             self._zero_bad(view, run)
 
-    def _verify_run(self, run: _Run, data) -> None:
-        """Check the records ``run`` completes (``data``: the run's bytes, in physical order).
+    def _verify_run(self, run: _Run, parts: list) -> None:
+        """Check the records ``run`` completes (``parts``: the run's bytes, in physical order).
 
         A record's checksum runs over its physical range, which reads in logical order visit
         in order (each writer appends as it goes): the CRC is carried from read to read, so a
@@ -313,7 +333,7 @@ class PlfsReader:
                     if state is None or state[0] != lo:
                         continue  # not a continuation: this read cannot check the record
                     seed = state[1]
-                crc = data_crc(data[lo - a:hi - a], seed)
+                crc = _crc_of(parts, lo - a, hi - a, seed)
                 if hi < end:
                     self._partial[key] = (hi, crc)
                     continue
@@ -330,7 +350,7 @@ class PlfsReader:
                 if key in self._verified:
                     continue
                 whole = memoryview(bytearray(end - start))
-                self._read_into(run.writer, start, whole)
+                self._read_into(run.writer, start, [whole])
                 if data_crc(whole) == expected:
                     self._verified.add(key)
                 else:

@@ -111,6 +111,21 @@ class FileSystemConformance:
             assert f.pread(100, 950) == data[950:]
             assert f.pread(10, 5000) == b""
 
+    def test_preadvinto_scatters_consecutive_bytes(self, fs, root):
+        data = _payload(100_000, 9)
+        fs.write_bytes(f"{root}/v.bin", data)
+        for buffering in (0, -1):
+            with fs.open(f"{root}/v.bin", "rb", buffering=buffering) as f:
+                parts = [bytearray(7), bytearray(0), bytearray(40_000), memoryview(bytearray(3000))]
+                assert f.preadvinto(parts, 1234) == 43_007
+                assert b"".join(bytes(p) for p in parts) == data[1234:1234 + 43_007]
+                tail = [bytearray(10), bytearray(10)]  # short at end of file: filled in turn
+                assert f.preadvinto(tail, 99_985) == 15
+                assert bytes(tail[0]) == data[99_985:99_995] and bytes(tail[1][:5]) == data[99_995:]
+                assert f.preadvinto([bytearray(4)], 200_000) == 0
+                with pytest.raises(TypeError):
+                    f.preadvinto([b"immutable"], 0)
+
     def test_pwrite_at_offsets_leaves_zero_holes(self, fs, root, backdoor):
         path = f"{root}/holes.bin"
         if not fs.capabilities.positional_write:

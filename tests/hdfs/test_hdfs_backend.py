@@ -234,7 +234,7 @@ def test_libhdfs_honours_pyarrows_variables(monkeypatch, tmp_path):
 def test_bad_urls_and_options():
     with pytest.raises(hpcbridge.InvalidURLError, match="need a NameNode"):
         hpcbridge.connect("hdfs:///no/host")
-    with pytest.raises(hpcbridge.InvalidURLError, match="invalid NameNode port"):
+    with pytest.raises(hpcbridge.InvalidURLError, match=r"invalid port 'http' \(a number 1-65535\)"):
         hpcbridge.connect("hdfs://nn:http/x")
     with pytest.raises(ValueError, match="invalid readahead"):
         hpcbridge.connect("hdfs://nn:1/", readahead=-1)

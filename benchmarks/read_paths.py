@@ -1,0 +1,166 @@
+"""Read paths at memory speed: the same bytes read through hpcbridge from a PLFS container and from
+a plain file, page cache warm (restarts and analytics read checkpoints still in cache).
+
+The container holds the LANL N-1 layout: 4 writers interleaved in 47001-byte objects (object i of
+writer w at logical (i*4 + w) * 47001), written by 4 writer handles in this process; the plain
+file holds the same logical bytes. Modes, interleaved over the repetitions (the first one, the
+warm-up, reported separately):
+
+* whole-plfs / whole-posix : ``readinto`` of the whole logical file in 16 MiB calls;
+* objects-plfs / objects-posix : one ``preadinto`` per 47001-byte object;
+* whole-plfs-hdfs : the whole-file read from a container on HDFS (``--hdfs URL|testbed``);
+* read_blocks / fromfile : ``hpcbridge.dask.read_blocks(...).map_partitions(len)`` (threads) of
+  the plain file against ``numpy.fromfile`` of it.
+
+Targets: whole PLFS >= 0.8x whole POSIX, objects >= 0.7x, read_blocks >= 0.7x fromfile.
+
+    python benchmarks/read_paths.py [--size 128M] [--repetitions 7] [--hdfs testbed] [--output results/read_paths.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+import hpcbridge  # noqa: E402
+from hpcbridge.cli.main import parse_size  # noqa: E402
+
+from _common import hdfs_for_benchmark, write_json  # noqa: E402
+
+UNIT = 47001
+WRITERS = 4
+CALL = 16 << 20
+
+
+def logical_bytes(size: int) -> np.ndarray:
+    rng = np.random.default_rng(42)
+    return rng.integers(0, 256, size, dtype=np.uint8)
+
+
+def write_container(url: str, data: np.ndarray, **options) -> None:
+    """The LANL N-1 strided layout: ``WRITERS`` writers, object i of writer w at (i*W + w)*UNIT."""
+    fs, path = hpcbridge.url_to_fs(url, **options)
+    writers = [fs.open_writer(path) for _ in range(WRITERS)]
+    objects = (len(data) + UNIT - 1) // UNIT
+    for i in range(objects):
+        start = i * UNIT
+        writers[i % WRITERS].pwrite(data[start:start + UNIT], start)
+    for w in writers:
+        w.close()
+
+
+def whole(url: str, size: int, buffer: memoryview, **options) -> None:
+    with hpcbridge.open(url, "rb", buffering=0, **options) as f:
+        done = 0
+        while done < size:
+            n = f.readinto(buffer[done:done + CALL])
+            if not n:
+                raise IOError(f"{url}: short read at {done}")
+            done += n
+
+
+def objects(url: str, size: int, buffer: memoryview, **options) -> None:
+    with hpcbridge.open(url, "rb", buffering=0, **options) as f:
+        for start in range(0, size, UNIT):
+            f.preadinto(buffer[start:start + UNIT], start)
+
+
+def read_blocks(url: str, size: int, buffer: memoryview, **options) -> None:
+    import hpcbridge.dask as hd
+
+    bag = hd.read_blocks(url, locality=False, blocksize=16 << 20)
+    total = sum(bag.map_partitions(lambda blocks: [sum(len(b) for b in blocks)]).compute(scheduler="threads"))
+    if total != size:
+        raise IOError(f"{url}: read_blocks saw {total} of {size} bytes")
+
+
+def fromfile(path: str, size: int, buffer: memoryview, **options) -> None:
+    if np.fromfile(path, dtype=np.uint8).size != size:
+        raise IOError(f"{path}: short")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=parse_size("128M"), help="logical bytes (128M)")
+    parser.add_argument("--repetitions", type=int, default=7, help="measured repetitions after the warm-up (7)")
+    parser.add_argument("--dir", default=None, help="directory for the container and the plain file (a temp dir)")
+    parser.add_argument("--hdfs", default=None, help="add whole-plfs-hdfs: hdfs://nn:port URL or 'testbed'")
+    parser.add_argument("--webhdfs", default=None)
+    parser.add_argument("--output", default="results/read_paths.json")
+    args = parser.parse_args(argv)
+    if args.repetitions < 1:
+        parser.error("--repetitions must be at least 1")
+
+    base = args.dir or tempfile.mkdtemp(prefix="hpcbridge-read-paths-")
+    data = logical_bytes(args.size)
+    plain = os.path.join(base, "plain.bin")
+    data.tofile(plain)
+    container = f"plfs+file://{base}/ckpt"
+    write_container(container, data)
+    buffer = memoryview(bytearray(args.size))
+    modes = {
+        "whole-plfs": (whole, container, {}), "whole-posix": (whole, f"file://{plain}", {}),
+        "objects-plfs": (objects, container, {}), "objects-posix": (objects, f"file://{plain}", {}),
+        "read_blocks": (read_blocks, f"file://{plain}", {}), "fromfile": (fromfile, plain, {}),
+    }
+    stack = hdfs_for_benchmark(None if args.hdfs == "testbed" else args.hdfs, args.webhdfs) if args.hdfs else None
+    try:
+        if stack is not None:
+            url, webhdfs, _ = stack.__enter__()
+            hdfs_container = f"plfs+{url.rstrip('/')}/read-paths-{os.getpid()}"
+            write_container(hdfs_container, data, webhdfs=webhdfs)
+            modes["whole-plfs-hdfs"] = (whole, hdfs_container, {"webhdfs": webhdfs})
+        seconds: dict[str, list[float]] = {m: [] for m in modes}
+        warmup: dict[str, float] = {}
+        for rep in range(args.repetitions + 1):
+            order = list(modes) if rep % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                function, url, options = modes[mode]
+                started = time.perf_counter()
+                function(url, args.size, buffer, **options)
+                elapsed = time.perf_counter() - started
+                if mode.startswith(("whole", "objects")) and not np.array_equal(np.frombuffer(buffer, np.uint8), data):
+                    raise SystemExit(f"{mode}: the bytes read differ from the bytes written")
+                if rep == 0:
+                    warmup[mode] = elapsed
+                else:
+                    seconds[mode].append(elapsed)
+    finally:
+        if stack is not None:
+            stack.__exit__(None, None, None)
+
+    mbps = {m: args.size / statistics.median(s) / 1e6 for m, s in seconds.items()}
+    ratios = {
+        "whole_plfs_vs_posix": mbps["whole-plfs"] / mbps["whole-posix"],
+        "objects_plfs_vs_posix": mbps["objects-plfs"] / mbps["objects-posix"],
+        "read_blocks_vs_fromfile": mbps["read_blocks"] / mbps["fromfile"],
+    }
+    targets = {"whole_plfs_vs_posix": 0.8, "objects_plfs_vs_posix": 0.7, "read_blocks_vs_fromfile": 0.7}
+    print(f"read paths, {args.size} logical bytes, page cache warm, medians of {args.repetitions} (MB/s):")
+    for mode in modes:
+        print(f"  {mode:<16} {mbps[mode]:9.1f}   (warm-up {args.size / warmup[mode] / 1e6:9.1f})")
+    for name, value in ratios.items():
+        print(f"  {name:<24} {value:5.2f}  (>= {targets[name]})")
+    met = all(ratios[k] >= v for k, v in targets.items())
+    write_json(args.output, {"benchmark": "read_paths", "size": args.size, "unit": UNIT, "writers": WRITERS,
+                             "repetitions": args.repetitions, "median_MBps": mbps,
+                             "warmup_MBps": {m: args.size / s / 1e6 for m, s in warmup.items()},
+                             "ratios": ratios, "targets": targets, "targets_met": met})
+    print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
+    if not args.dir:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

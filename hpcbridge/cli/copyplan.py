@@ -1,0 +1,112 @@
+"""What ``hpcbridge put/get -r`` copies: the directories to make and the files to copy, planned
+before the first byte moves, so that a tree that cannot be copied safely is refused up front.
+
+Safety rules, as ``cp -r`` keeps them:
+
+* a directory is never copied into itself (``put -r src file:///.../src/inner`` recursed until
+  ENAMETOOLONG);
+* symbolic links in a local source are skipped by default (``--links skip``, each one reported),
+  recreated as links where the destination is a local directory (``--links copy``), or followed
+  (``--links follow``), with directory loops detected and reported instead of descended into.
+  Following links silently turned ``sub/loop -> ..`` into 80 nested copies and a link to /etc
+  into an upload of /etc.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+
+from ..fs.base import FileSystem
+
+__all__ = ["CopyPlan", "plan_copy", "LINK_MODES"]
+
+LINK_MODES = ("skip", "copy", "follow")
+
+
+@dataclass
+class CopyPlan:
+    """Directories to create (in order), ``(source, target, size)`` files, ``(source, target)``
+    links to recreate, and ``(source, reason)`` entries left out."""
+
+    directories: list[str] = field(default_factory=list)
+    files: list[tuple[str, str, int]] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _local_path(fs: FileSystem, path: str) -> str | None:
+    """The local path behind ``path`` when ``fs`` is a local file system, else None."""
+    url = fs.url(path)
+    return url[len("file://"):] if url.startswith("file://") else None
+
+
+def _refuse_into_itself(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str) -> None:
+    src_local, dst_local = _local_path(src_fs, src), _local_path(dst_fs, dst)
+    if src_local is not None and dst_local is not None:
+        inner, outer = os.path.realpath(dst_local), os.path.realpath(src_local)
+    else:
+        inner, outer = dst_fs.url(dst), src_fs.url(src)
+    if inner == outer or inner.startswith(outer.rstrip("/") + "/"):
+        raise OSError(errno.EINVAL, f"cannot copy a directory into itself ({dst_fs.url(dst)} is inside it)",
+                      src_fs.url(src))
+
+
+def plan_copy(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, *, links: str = "skip") -> CopyPlan:
+    """Plan the recursive copy of directory ``src`` to directory ``dst`` (which becomes its copy)."""
+    if links not in LINK_MODES:
+        raise ValueError(f"links must be one of {', '.join(LINK_MODES)}, got {links!r}")
+    _refuse_into_itself(src_fs, src, dst_fs, dst)
+    plan = CopyPlan(directories=[dst])
+    local = _local_path(src_fs, src)
+    if local is None:  # remote sources (HDFS, PLFS...) have no symbolic links to worry about
+        for directory, dirs, files in src_fs.walk(src):
+            target_dir = dst + directory[len(src.rstrip("/")):] if directory != src else dst
+            plan.directories += [f"{target_dir.rstrip('/')}/{d}" for d in dirs]
+            for name in files:
+                source = f"{directory.rstrip('/')}/{name}"
+                plan.files.append((source, f"{target_dir.rstrip('/')}/{name}", src_fs.info(source).size))
+        return plan
+    if links == "copy" and _local_path(dst_fs, dst) is None:
+        raise ValueError(f"--links copy needs a local destination; {dst_fs.url(dst)} cannot hold symbolic "
+                         "links (use --links skip or --links follow)")
+    root = os.stat(local)
+    _walk_local(local, src, dst, links, plan, {(root.st_dev, root.st_ino)})
+    return plan
+
+
+def _walk_local(directory: str, src_dir: str, dst_dir: str, links: str, plan: CopyPlan, ancestors: set) -> None:
+    """Depth first over one local directory; ``ancestors`` are the (device, inode) pairs of the
+    directories on the current path, which is what a followed link must not lead back to."""
+    with os.scandir(directory) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    for entry in entries:
+        source, target = f"{src_dir.rstrip('/')}/{entry.name}", f"{dst_dir.rstrip('/')}/{entry.name}"
+        path = os.path.join(directory, entry.name)
+        if entry.is_symlink():
+            if links == "skip":
+                plan.skipped.append((source, "symbolic link (--links copy or follow to include it)"))
+                continue
+            if links == "copy":
+                plan.links.append((path, target))
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                plan.skipped.append((source, "dangling symbolic link"))
+                continue
+        else:
+            st = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in ancestors:
+                plan.skipped.append((source, "symbolic link loop (leads back to a directory being copied)"))
+                continue
+            plan.directories.append(target)
+            _walk_local(path, source, target, links, plan, ancestors | {key})
+        elif stat.S_ISREG(st.st_mode):
+            plan.files.append((source, target, st.st_size))
+        else:
+            plan.skipped.append((source, "not a regular file (device, socket or FIFO)"))

@@ -1,0 +1,829 @@
+"""The FUSE operations of ``hpcbridge mount``: POSIX calls mapped onto an hpcbridge backend.
+
+One :class:`BridgeOperations` serves one mount. Every path in the mount is the backend path
+``root + path``. Under a PLFS URL every regular file is a PLFS container, directories are
+directories, and every open for writing becomes its own PLFS writer (created at the first write),
+so many processes writing one file at once is the N-1 checkpoint pattern PLFS was made for.
+
+What each call does, and what the library guarantees, is in docs/mount.md. In short:
+
+* reads see every byte that any writer in this daemon wrote (its writers are flushed first) and
+  what writers elsewhere flushed or closed (the index is reloaded at open and when a read reaches
+  past the end it knew);
+* ``stat`` sizes include what open writers of this daemon wrote, and truncations;
+* ``fsync`` is the backend's durable sync (fsync, hsync); ``close`` publishes (flush);
+* ``ftruncate`` grows (a zero byte at the new end) and shrinks (a PLFS container is rewritten
+  with the kept prefix; writers of this daemon are closed first and reopen on their next write);
+* what a backend cannot do fails with the errno that says so: EOPNOTSUPP (rewriting HDFS files,
+  read-write opens where no emulation exists), EROFS on read-only mounts, ENOSPC, EIO.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import errno
+import io
+import itertools
+import logging
+import os
+import posixpath
+import secrets
+import stat
+import threading
+
+import mfusepy
+
+from ..fs.file import OpenMode
+from ..plfs.fs import PlfsFileSystem
+
+__all__ = ["BridgeOperations", "BridgeFUSE"]
+
+log = logging.getLogger("hpcbridge.mount")
+
+#: Reported as st_blksize: cp, dd and stdio size their buffers from it.
+BLOCK = 1 << 20
+#: libfuse's FUSE_CAP_ASYNC_DIO: direct I/O requests of one call issued in parallel.
+FUSE_CAP_ASYNC_DIO = 1 << 15
+#: Bytes a handle may have queued (write-behind) before a write waits.
+WRITE_BEHIND = 16 << 20
+#: Chunk of the copy that rewrites a shrunk PLFS container.
+COPY_CHUNK = 8 << 20
+
+
+def _errno_of(exc: BaseException) -> int:
+    """The errno to hand the kernel for an exception raised by the library."""
+    if isinstance(exc, io.UnsupportedOperation):
+        return errno.EOPNOTSUPP
+    if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno > 0:
+        return exc.errno
+    if isinstance(exc, ConnectionError):  # the backend is gone (BackendUnavailable...)
+        return errno.EIO
+    if isinstance(exc, (ValueError, TypeError)):
+        return errno.EINVAL
+    return errno.EIO
+
+
+def _guard(method):
+    """Run an operation; library exceptions become ``FuseOSError`` with the right errno (mfusepy
+    would turn anything that is not an OSError into EINVAL)."""
+    name = method.__name__
+
+    def wrapper(self, *args):
+        try:
+            return method(self, *args)
+        except mfusepy.FuseOSError:
+            raise
+        except Exception as exc:  # every failure reaches the caller as an errno, never a hang
+            code = _errno_of(exc)
+            if code not in (errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY):
+                log.warning("%s%r failed: %s (errno %d)", name, args[:1], exc, code)
+            raise mfusepy.FuseOSError(code) from exc
+
+    wrapper.__name__ = name
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class _FileState:
+    """What the daemon knows about one path while handles of it are open."""
+
+    __slots__ = ("path", "lock", "handles", "generation", "base_size")
+
+    def __init__(self, path: str, base_size: int):
+        self.path = path
+        self.lock = threading.RLock()
+        self.handles: set = set()
+        #: Bumped by every write and truncate; a reader built at an older generation is stale.
+        self.generation = 0
+        #: Size before the open writers' bytes (at first open, or after a truncate).
+        self.base_size = base_size
+
+    def size(self) -> int:
+        return max([self.base_size, *(h.end() for h in self.handles)])
+
+
+class _Handle:
+    """An open file of the mount (one per open(2))."""
+
+    def __init__(self, ops: "BridgeOperations", path: str, state: _FileState, readable: bool, writable: bool):
+        self.ops = ops
+        self.path = path
+        self.state = state
+        self.readable = readable
+        self.writable = writable
+        self.lock = threading.RLock()
+
+    def end(self) -> int:
+        return 0
+
+
+class _PlfsHandle(_Handle):
+    """A logical PLFS file: a lazily created writer, and a reader rebuilt when stale."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.writer = None
+        self.reader = None
+        self.reader_generation = -1
+        self.retired = []
+        #: The end of what this handle's closed writers wrote (a stat racing the asynchronous
+        #: release still counts it).
+        self.ended = 0
+        # Write-behind: requests are copied to a queue and answered at once; one thread per
+        # handle appends them to the writer in order. The kernel holds the inode lock for every
+        # direct write to a file (libfuse 3.14 cannot ask for parallel direct writes), so without
+        # this, the writers of one N-1 file would wait for each other's backend calls. A failed
+        # append is reported by the next write, flush (close), fsync or read of the handle.
+        self._queue: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._queued = 0  # bytes queued or being appended
+        self._queued_end = 0
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def end(self) -> int:
+        w = self.writer
+        return max(self.ended, self._queued_end, w.max_end if w is not None else 0)
+
+    def _writer(self):
+        if self.writer is None:
+            fs = self.ops.fs
+            self.writer = fs.new_writer(fs.container(self.ops.backend_path(self.path)))
+        return self.writer
+
+    def write(self, view, offset: int) -> int:
+        n = len(view)
+        if n == 0:
+            return 0
+        self._check_error()
+        data = bytes(view)  # the kernel's buffer is reused once this call returns
+        with self._cond:
+            while self._queued > WRITE_BEHIND and self._error is None:
+                self._cond.wait()
+            self._queue.append((data, offset))
+            self._queued += n
+            self._queued_end = max(self._queued_end, offset + n)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._appender, name="hpcbridge-write-behind", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        self.state.generation += 1
+        return n
+
+    def _appender(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                data, offset = self._queue[0]
+            if data is None:
+                return
+            try:
+                if self._error is None:
+                    with self.lock:
+                        self._writer().write(data, offset)
+            except BaseException as exc:
+                self._error = exc
+            with self._cond:
+                self._queue.popleft()
+                self._queued -= len(data)
+                self._cond.notify_all()
+
+    def _check_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def drain(self) -> None:
+        """Wait until every queued write reached the writer; raise a failed one's error."""
+        with self._cond:
+            while self._queued:
+                self._cond.wait()
+        self._check_error()
+
+    def readinto(self, view, offset: int) -> int:
+        # Lock order: the path's state, then a handle (as truncate and _publish take them).
+        state = self.state
+        with self.lock:
+            reader = self.reader
+            stale = (reader is None or self.reader_generation != state.generation
+                     or offset + len(view) > reader.size)
+        if stale:
+            with state.lock:
+                generation = state.generation
+                self.ops._publish(state)
+                fs = self.ops.fs
+                fresh = fs.reader(fs.container(self.ops.backend_path(self.path)))
+            with self.lock:
+                if self.reader is not None:
+                    self.retired.append(self.reader)  # another thread may still read from it
+                self.reader, self.reader_generation = fresh, generation
+        with self.lock:
+            return self.reader.readinto(view, offset)
+
+    def flush(self) -> None:
+        """close(2) of a descriptor: close the writer, so its index and metadata are complete
+        for every reader, the library's included, before close(2) returns (the kernel's release
+        comes later, asynchronously). The next write through the handle opens a new writer."""
+        self.drain()
+        self.close_writer()
+
+    def publish(self) -> None:
+        """Make what this handle wrote readable by this daemon's readers: flushed logs where
+        the backing store shows written bytes at once (POSIX); elsewhere (HDFS shows a file
+        still being written only up to its last closed block) the writer is closed."""
+        self.drain()
+        if self.ops.visible_writes:
+            with self.lock:
+                if self.writer is not None:
+                    self.writer.flush()
+        else:
+            self.close_writer()
+
+    def fsync(self) -> None:
+        self.drain()
+        with self.lock:
+            if self.writer is not None:
+                self.writer.sync()
+
+    def close_writer(self) -> None:
+        """Close the writer (its next write opens a new one)."""
+        self.drain()
+        with self.lock:
+            writer = self.writer
+            if writer is not None:
+                self.ended = max(self.ended, writer.max_end)
+            self.writer = None
+        if writer is not None:
+            writer.close()
+
+    def release(self) -> None:
+        error = None
+        try:
+            self.close_writer()
+        except Exception as exc:
+            error = exc
+        with self._cond:
+            if self._thread is not None:
+                self._queue.append((None, 0))
+                self._cond.notify_all()
+        with self.lock:
+            for reader in [self.reader, *self.retired]:
+                if reader is not None:
+                    reader.close()
+            self.reader, self.retired = None, []
+        if error is not None:
+            raise error
+
+
+class _RawHandle(_Handle):
+    """A file of a plain backend (POSIX, HDFS...), through its raw file object."""
+
+    def __init__(self, *args, raw):
+        super().__init__(*args)
+        self.raw = raw
+        self.position = 0  # where a backend without positional writes (HDFS) is
+
+    def end(self) -> int:
+        return self.position if self.writable else 0
+
+    def write(self, view, offset: int) -> int:
+        with self.lock:
+            self._reopen()
+            if self.ops.fs.capabilities.positional_write:
+                n = self.raw.pwrite(view, offset)
+            elif offset == self.position:
+                n = 0
+                while n < len(view):
+                    n += self.raw.write(view[n:])
+            else:
+                raise mfusepy.FuseOSError(errno.EOPNOTSUPP)  # HDFS files are written once, in order
+            self.position = max(self.position, offset + n)
+        self.state.generation += 1
+        return n
+
+    def readinto(self, view, offset: int) -> int:
+        with self.lock:
+            return self.raw.preadinto(view, offset)
+
+    def _reopen(self) -> None:
+        if self.raw is None:  # closed by flush on a store that shows written bytes only at close
+            fs = self.ops.fs
+            if not fs.capabilities.append:
+                raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+            self.raw = fs._open_raw(fs._path(self.ops.backend_path(self.path)), OpenMode.parse("ab", ""))
+
+    def publish(self) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        """close(2): where written bytes show only when the file is closed (HDFS), close it
+        now (a later write through the handle appends); elsewhere flush."""
+        with self.lock:
+            if not self.writable or self.raw is None:
+                return
+            if self.ops.fs.capabilities.visible_writes:
+                self.raw.flush()
+            else:
+                raw, self.raw = self.raw, None
+                raw.close()
+
+    def fsync(self) -> None:
+        with self.lock:
+            if self.writable and self.raw is not None:
+                self.raw.sync()
+
+    def release(self) -> None:
+        with self.lock:
+            if self.raw is not None:
+                self.raw.close()
+
+
+def _flags_mode(flags: int) -> tuple[bool, bool]:
+    acc = flags & os.O_ACCMODE
+    return acc in (os.O_RDONLY, os.O_RDWR), acc in (os.O_WRONLY, os.O_RDWR)
+
+
+class BridgeOperations(mfusepy.Operations):
+    """FUSE operations over ``fs`` with the mount's root at backend path ``root``.
+
+    Parameters
+    ----------
+    fs:
+        The hpcbridge file system (any backend; PLFS gets container semantics).
+    root:
+        Backend path shown as the mount's root (must be a directory).
+    direct_io:
+        Bypass the page cache (default True): the only safe choice where other processes or
+        hosts write the same files (PLFS N-1, HDFS), and what gives 1 MiB requests straight to
+        the backend.
+    """
+
+    use_ns = True
+    flag_nullpath_ok = True  # read/write/flush/release get no path: no lookup per request
+    flag_nopath = True
+
+    def __init__(self, fs, root: str, direct_io: bool = True, max_write: int = 1 << 20):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.plfs = isinstance(fs, PlfsFileSystem)
+        backing = fs.backing if self.plfs else fs
+        #: Written bytes are readable at once (POSIX) rather than at close (HDFS).
+        self.visible_writes = backing.capabilities.visible_writes
+        self.direct_io = direct_io
+        self.max_write = max_write
+        self._handles: dict[int, _Handle] = {}
+        self._ids = itertools.count(1)
+        self._states: dict[str, _FileState] = {}
+        self._dirs: dict[int, str] = {}
+        self._states_lock = threading.Lock()
+        self.uid, self.gid = os.getuid(), os.getgid()
+
+    def init_with_config(self, conn, config):
+        """Negotiate big requests: 1 MiB writes (libfuse asks the kernel for max_pages to match),
+        1 MiB readahead, many requests in flight, parallel asynchronous direct I/O."""
+        if conn is not None:
+            conn.max_write = self.max_write
+            conn.max_readahead = self.max_write
+            conn.max_background = 64
+            conn.congestion_threshold = 48
+            conn.want |= conn.capable & FUSE_CAP_ASYNC_DIO
+        if config is not None:
+            config.nullpath_ok = 1
+
+    # -- helpers --------------------------------------------------------------------------------
+    def backend_path(self, path: str) -> str:
+        """The backend path of mount path ``path``."""
+        if path in ("/", ""):
+            return self.root
+        return posixpath.join(self.root, path.lstrip("/"))
+
+    def _attrs(self, info) -> dict:
+        mode = info.mode
+        if info.is_dir:
+            mode = stat.S_IFDIR | (stat.S_IMODE(mode) or 0o755)
+        elif not stat.S_IFMT(mode) or not info.is_file:
+            mode = stat.S_IFREG | (stat.S_IMODE(mode) or 0o644)
+        mtime = int(info.mtime * 1e9)
+        return {"st_mode": mode, "st_nlink": 2 if info.is_dir else 1, "st_size": info.size,
+                "st_uid": info.uid if info.uid >= 0 else self.uid, "st_gid": info.gid if info.gid >= 0 else self.gid,
+                "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime, "st_blksize": BLOCK,
+                "st_blocks": (info.size + 511) // 512}
+
+    def _state(self, path: str, base_size) -> _FileState:
+        with self._states_lock:
+            state = self._states.get(path)
+            if state is None:
+                state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
+            return state
+
+    def _drop_state(self, state: _FileState) -> None:
+        with self._states_lock:
+            if not state.handles and self._states.get(state.path) is state:
+                del self._states[state.path]
+
+    def _publish(self, state: _FileState) -> None:
+        """Flush every writer of ``state`` so a reader sees their bytes."""
+        for h in list(state.handles):
+            if h.writable:
+                h.publish()
+
+    def _handle(self, fi) -> _Handle:
+        try:
+            return self._handles[fi.fh]
+        except KeyError:
+            raise mfusepy.FuseOSError(errno.EBADF) from None
+
+    # -- metadata -------------------------------------------------------------------------------
+    @_guard
+    def getattr(self, path, fh=None):
+        if fh is not None and getattr(fh, "fh", 0) in self._handles:
+            path = self._handles[fh.fh].path
+        elif path is None:
+            raise mfusepy.FuseOSError(errno.EBADF)
+        info = self.fs.info(self.backend_path(path))
+        attrs = self._attrs(info)
+        state = self._states.get(path)
+        if state is not None and not info.is_dir:
+            attrs["st_size"] = state.size()
+            attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
+        return attrs
+
+    @_guard
+    def opendir(self, path):
+        if not self.fs.isdir(self.backend_path(path)):
+            raise mfusepy.FuseOSError(errno.ENOTDIR if self.fs.exists(self.backend_path(path)) else errno.ENOENT)
+        fh = next(self._ids)
+        self._dirs[fh] = path
+        return fh
+
+    @_guard
+    def releasedir(self, path, fh):
+        self._dirs.pop(fh, None)
+        return 0
+
+    @_guard
+    def readdir(self, path, fh):
+        if path is None:
+            path = self._dirs.get(fh)
+            if path is None:
+                raise mfusepy.FuseOSError(errno.EBADF)
+        p = self.backend_path(path)
+        entries = [".", ".."]
+        if self.plfs:
+            # One listing of the backing directory: names only (containers are directories
+            # there; telling them apart would cost a call per entry, and the kernel asks
+            # getattr for the entries it needs anyway).
+            backing = self.fs.backing
+            for entry in backing.iterdir(self.fs._backing_paths(p)[0]):
+                entries.append(entry.path.rsplit("/", 1)[-1])
+            return entries
+        for entry in self.fs.iterdir(p):
+            name = entry.path.rsplit("/", 1)[-1]
+            entries.append((name, {"st_mode": stat.S_IFDIR if entry.is_dir else stat.S_IFREG}, 0))
+        return entries
+
+    @_guard
+    def mkdir(self, path, mode):
+        self.fs.mkdir(self.backend_path(path))
+
+    @_guard
+    def rmdir(self, path):
+        self.fs.rmdir(self.backend_path(path))
+
+    @_guard
+    def unlink(self, path):
+        p = self.backend_path(path)
+        info = self.fs.info(p)
+        if info.is_dir:
+            raise mfusepy.FuseOSError(errno.EISDIR)
+        if self.plfs and not info.is_file:  # a plain backing file inside a PLFS tree
+            self.fs.backing.rm(self.fs._backing_paths(p)[0])
+            return
+        state = self._states.get(path)
+        if state is not None:  # this daemon's writers would otherwise write into removed logs
+            with state.lock:
+                self._close_writers(state)
+        self.fs.rm(p)
+
+    @_guard
+    def rename(self, old, new, flags=0):
+        if flags & 2:  # RENAME_EXCHANGE
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        src, dst = self.backend_path(old), self.backend_path(new)
+        if flags & 1 and self.fs.exists(dst):  # RENAME_NOREPLACE
+            raise mfusepy.FuseOSError(errno.EEXIST)
+        state = self._states.get(old)
+        if state is not None:
+            with state.lock:
+                self._close_writers(state)  # they name the old container
+        if not self.fs.capabilities.rename_replaces and self.fs.isfile(dst) and self.fs.isfile(src):
+            # POSIX rename(2) replaces a file; this store cannot do it in one step (HDFS):
+            # remove the destination first (not atomic: see docs/mount.md).
+            self.fs.rm(dst)
+        self.fs.rename(src, dst)
+        with self._states_lock:
+            state = self._states.pop(old, None)
+            if state is not None:
+                state.path = new
+                for h in state.handles:
+                    h.path = new
+                self._states[new] = state
+
+    @_guard
+    def chmod(self, path, mode):
+        try:
+            os.chmod(self.fs.local_path(self.backend_path(path)), stat.S_IMODE(mode))
+        except io.UnsupportedOperation:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP) from None
+
+    @_guard
+    def chown(self, path, uid, gid):
+        try:
+            os.chown(self.fs.local_path(self.backend_path(path)), uid, gid)
+        except io.UnsupportedOperation:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP) from None
+
+    @_guard
+    def utimens(self, path, times=None):
+        """Times on POSIX backends; elsewhere the backend keeps its own (accepted, not stored)."""
+        try:
+            local = self.fs.local_path(self.backend_path(path))
+        except io.UnsupportedOperation:
+            self.fs.info(self.backend_path(path))  # ENOENT still reported
+            return 0
+        os.utime(local, ns=times) if times else os.utime(local)
+        return 0
+
+    @_guard
+    def statfs(self, path):
+        try:
+            st = os.statvfs(self.fs.local_path(self.backend_path("/")))
+        except io.UnsupportedOperation:
+            try:
+                backing = self.fs.backing if self.plfs else self.fs
+                st = os.statvfs(backing.local_path(self.fs._backing_paths(self.root)[0] if self.plfs else self.root))
+            except (io.UnsupportedOperation, OSError):
+                st = None
+        if st is None:  # a remote store: no free-space figure through this API
+            return {"f_bsize": BLOCK, "f_frsize": BLOCK, "f_blocks": 1 << 30, "f_bfree": 1 << 30,
+                    "f_bavail": 1 << 30, "f_files": 1 << 30, "f_ffree": 1 << 30, "f_favail": 1 << 30,
+                    "f_namemax": 255}
+        return {key: getattr(st, key) for key in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
+                                                  "f_files", "f_ffree", "f_favail", "f_namemax")}
+
+    # -- opening ----------------------------------------------------------------------------------
+    def _open(self, path: str, flags: int, fi, create: bool):
+        readable, writable = _flags_mode(flags)
+        p = self.backend_path(path)
+        fs = self.fs
+        trunc = bool(flags & os.O_TRUNC) and writable
+        if self.plfs:
+            if writable:
+                mode = OpenMode(readable, True, create or bool(flags & os.O_CREAT), False,
+                                bool(flags & os.O_EXCL), False, False, "fuse")
+                fs.prepare_container(p, mode)
+            elif not fs.isfile(p):
+                raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
+            state = self._state(path, lambda: fs.info(p).size)
+            handle = _PlfsHandle(self, path, state, readable, writable)
+        else:
+            mode = self._raw_mode(p, flags, readable, writable, create)
+            raw = fs._open_raw(fs._path(p), mode)
+            state = self._state(path, lambda: 0 if mode.truncate else fs.info(p).size)
+            handle = _RawHandle(self, path, state, readable, writable, raw=raw)
+            if mode.append:
+                handle.position = state.base_size
+        with state.lock:
+            state.handles.add(handle)
+        if trunc and self.plfs:
+            try:
+                self._truncate(state, 0)
+            except BaseException:
+                self._release(handle)
+                raise
+        fh = next(self._ids)
+        self._handles[fh] = handle
+        fi.fh = fh
+        fi.direct_io = 1 if self.direct_io else 0
+        fi.keep_cache = 0
+        return 0
+
+    def _raw_mode(self, p: str, flags: int, readable: bool, writable: bool, create: bool) -> OpenMode:
+        caps = self.fs.capabilities
+        creat = create or bool(flags & os.O_CREAT)
+        trunc = bool(flags & os.O_TRUNC)
+        append = bool(flags & os.O_APPEND)
+        if readable and writable and not caps.read_write:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        if writable and not caps.positional_write and not trunc:
+            # A store whose files are written once (HDFS): a new or empty file is written from
+            # the start; an existing one can only be appended to.
+            try:
+                size = self.fs.info(p).size
+            except FileNotFoundError:
+                size = 0
+                if not creat:
+                    raise
+            if size == 0:
+                trunc, append = True, False
+            elif not (append and caps.append):
+                raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        return OpenMode(readable, writable, creat, trunc and writable, bool(flags & os.O_EXCL),
+                        append and writable, False, "fuse")
+
+    @_guard
+    def open(self, path, fi):
+        return self._open(path, fi.flags, fi, create=False)
+
+    @_guard
+    def create(self, path, mode, fi):
+        return self._open(path, fi.flags | os.O_CREAT, fi, create=True)
+
+    def _release(self, handle: _Handle) -> None:
+        state = handle.state
+        try:
+            handle.release()
+        finally:
+            with state.lock:
+                state.handles.discard(handle)
+                if self.plfs and handle.writable:
+                    state.base_size = max(state.base_size, handle.end())
+            self._drop_state(state)
+
+    @_guard
+    def release(self, path, fi):
+        handle = self._handles.pop(fi.fh, None)
+        if handle is not None:
+            self._release(handle)
+        return 0
+
+    @_guard
+    def flush(self, path, fi):
+        self._handle(fi).flush()
+        return 0
+
+    @_guard
+    def fsync(self, path, datasync, fi):
+        self._handle(fi).fsync()
+        return 0
+
+    # -- truncate ---------------------------------------------------------------------------------
+    @_guard
+    def truncate(self, path, length, fi=None):
+        if fi is not None and getattr(fi, "fh", 0) in self._handles:
+            handle = self._handles[fi.fh]
+            state, temporary, path = handle.state, False, handle.path
+        elif path is None:
+            raise mfusepy.FuseOSError(errno.EBADF)
+        else:
+            state, temporary = self._state(path, lambda: self.fs.info(self.backend_path(path)).size), True
+        try:
+            if self.plfs:
+                self._truncate(state, length)
+            else:
+                self._truncate_raw(state, path, length, handle if not temporary else None)
+        finally:
+            if temporary:
+                self._drop_state(state)
+        return 0
+
+    def _truncate_raw(self, state: _FileState, path: str, length: int, handle) -> None:
+        p = self.backend_path(path)
+        if handle is not None and hasattr(handle.raw, "truncate") and self.fs.capabilities.truncate:
+            with handle.lock:
+                handle.raw.truncate(length)
+        elif self.fs.capabilities.truncate:
+            os.truncate(self.fs.local_path(p), length)
+        elif length == state.size():
+            return
+        else:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        with state.lock:
+            state.base_size = length
+            for h in state.handles:
+                h.position = min(getattr(h, "position", 0), length)
+            state.generation += 1
+
+    def _close_writers(self, state: _FileState) -> None:
+        error = None
+        for h in list(state.handles):
+            if isinstance(h, _PlfsHandle):
+                try:
+                    h.close_writer()
+                except Exception as exc:
+                    error = error or exc
+        if error is not None:
+            raise error
+
+    def _truncate(self, state: _FileState, length: int) -> None:
+        """PLFS: grow with a zero byte at the new end; shrink by rewriting the container."""
+        fs = self.fs
+        p = self.backend_path(state.path)
+        with state.lock:
+            self._publish(state)
+            current = max(state.size(), fs.info(p).size)
+            if length == current:
+                state.base_size = length
+                return
+            if length > current:
+                writer = fs.open_writer(p)
+                try:
+                    writer.pwrite(b"\0", length - 1)
+                finally:
+                    writer.close()
+                state.base_size = length
+                state.generation += 1
+                return
+            self._close_writers(state)
+            for h in state.handles:
+                h.ended = min(h.ended, length)
+                h._queued_end = min(h._queued_end, length)
+            if length == 0:
+                fs.prepare_container(p, OpenMode.parse("wb", fs.url(p)))
+            else:
+                head, name = posixpath.split(p)
+                tmp = f"{head}/.{name}.hpcbridge-truncate-{secrets.token_hex(4)}"
+                with fs.open(p, "rb") as src:
+                    dst = fs.open_writer(tmp)
+                    try:
+                        buffer = bytearray(min(COPY_CHUNK, length))
+                        done = 0
+                        while done < length:
+                            view = memoryview(buffer)[:min(len(buffer), length - done)]
+                            got = src.preadinto(view, done)
+                            if got <= 0:
+                                break
+                            dst.pwrite(view[:got], done)
+                            done += got
+                        if done < length:
+                            dst.pwrite(b"\0", length - 1)
+                    finally:
+                        dst.close()
+                fs.rm(p)
+                fs.rename(tmp, p)
+            state.base_size = length
+            state.generation += 1
+
+    # -- data -------------------------------------------------------------------------------------
+    def read_into(self, fh: int, buf, size: int, offset: int) -> int:
+        handle = self._handles.get(fh)
+        if handle is None:
+            return -errno.EBADF
+        if not handle.readable:
+            return -errno.EBADF
+        view = memoryview((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents))).cast("B")
+        try:
+            return handle.readinto(view, offset)
+        except Exception as exc:
+            code = _errno_of(exc)
+            log.warning("read of %s at %d failed: %s (errno %d)", handle.path, offset, exc, code)
+            return -code
+
+    def write_from(self, fh: int, buf, size: int, offset: int) -> int:
+        handle = self._handles.get(fh)
+        if handle is None or not handle.writable:
+            return -errno.EBADF
+        view = memoryview((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents))).cast("B")
+        try:
+            return handle.write(view, offset)
+        except Exception as exc:
+            code = _errno_of(exc)
+            log.warning("write to %s at %d failed: %s (errno %d)", handle.path, offset, exc, code)
+            return -code
+
+    def destroy(self, path):
+        """Unmount: close what is still open (writers publish their index and metadata)."""
+        for fh in list(self._handles):
+            handle = self._handles.pop(fh, None)
+            if handle is not None:
+                try:
+                    self._release(handle)
+                except Exception as exc:
+                    log.warning("closing %s at unmount failed: %s", handle.path, exc)
+
+
+class BridgeFUSE(mfusepy.FUSE):
+    """mfusepy's FUSE with zero-copy data calls: reads land in the kernel's buffer and writes are
+    handed to the backend as a view of it (mfusepy's defaults copy both ways through ``bytes``)."""
+
+    def read(self, path, buf, size, offset, fip):
+        return self.operations.read_into(fip.contents.fh, buf, size, offset)
+
+    def write(self, path, buf, size, offset, fip):
+        return self.operations.write_from(fip.contents.fh, buf, size, offset)
+
+    def truncate_fuse_3(self, path, length, fip):
+        # mfusepy drops the file info: ftruncate must reach the open handle (its writer).
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        return self.operations.truncate(decoded, length, fip.contents if fip else None)
+
+    def rename_fuse_3(self, old, new, flags):
+        return self.operations.rename(old.decode(self.encoding, self.errors),
+                                      new.decode(self.encoding, self.errors), flags)
+
+
+# mfusepy registers read/write only if the operations object has them.
+BridgeOperations.read = lambda self, *args: None  # replaced by BridgeFUSE.read
+BridgeOperations.write = lambda self, *args: None  # replaced by BridgeFUSE.write

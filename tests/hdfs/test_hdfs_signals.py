@@ -1,0 +1,78 @@
+"""Ctrl-C during `hpcbridge put`/`get` against HDFS: exit 130, no partial file, never an abort.
+
+An interrupted copy used to end in "(Already borrowed)", "FATAL: exception not rethrown" and
+SIGABRT: the cleanup used the client object while a pool thread was still inside it, and that
+thread returned into a finalizing interpreter. Each try interrupts at a random moment of the
+copy (after its partial file appeared, so the signal lands in hpcbridge, not in Python's start).
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+TRIES = 20
+SIZE = 300 << 20
+
+
+def _start(*argv):
+    return subprocess.Popen([sys.executable, "-m", "hpcbridge", *argv, "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _interrupt_when(proc, started, delay):
+    deadline = time.monotonic() + 60
+    while not started() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def big_local(tmp_path_factory):
+    path = tmp_path_factory.mktemp("signals") / "big.bin"
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(SIZE >> 20):
+            f.write(block)
+    return path
+
+
+def _partials(names):
+    return [n for n in names if "hpcbridge-partial" in n]
+
+
+def test_sigint_during_put_and_get(hdfs, hdfs_root, hdfs_cluster, big_local, tmp_path):
+    rng = random.Random(1234)
+    url = f"{hdfs_cluster.info.url}{hdfs_root}"
+    # One full copy each way: the durations the random moments are drawn from, and the source of get.
+    started = time.monotonic()
+    assert subprocess.run([sys.executable, "-m", "hpcbridge", "put", "--no-progress", str(big_local),
+                           f"{url}/whole.bin"], capture_output=True).returncode == 0
+    put_seconds = time.monotonic() - started
+    codes = []
+    for i in range(TRIES):
+        proc = _start("put", str(big_local), f"{url}/put-{i}.bin")
+        code, err = _interrupt_when(proc, lambda: _partials(hdfs.ls(hdfs_root)), rng.uniform(0, put_seconds))
+        codes.append(code)
+        assert code in (0, 130), f"try {i}: exit {code}\n{err}"
+        assert "FATAL" not in err and "Traceback" not in err, err
+        assert _partials(hdfs.ls(hdfs_root)) == [], f"try {i} left a partial file"
+        if code == 0:  # finished before the signal: then the whole file is there
+            assert hdfs.info(f"{hdfs_root}/put-{i}.bin").size == SIZE
+    local = tmp_path / "got"
+    local.mkdir()
+    for i in range(TRIES):
+        proc = _start("get", f"{url}/whole.bin", str(local / f"get-{i}.bin"))
+        code, err = _interrupt_when(proc, lambda: _partials(os.listdir(local)), rng.uniform(0, put_seconds))
+        codes.append(code)
+        assert code in (0, 130), f"try {i}: exit {code}\n{err}"
+        assert "FATAL" not in err and "Traceback" not in err, err
+        assert _partials(os.listdir(local)) == [], f"try {i} left a partial file"
+    assert codes.count(130) >= TRIES, f"too few tries were interrupted mid-copy: {codes}"

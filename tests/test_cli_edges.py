@@ -1,0 +1,167 @@
+"""The command line's edges: --json anywhere, usage errors, relative paths, copies that cp would
+refuse or treat specially (links, loops, into itself, trailing slashes), signals, broken pipes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpcbridge.cli.main import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def tree(tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.bin").write_bytes(os.urandom(1000))
+    (src / "sub" / "b.txt").write_text("hello\n")
+    return tmp_path
+
+
+def test_json_anywhere_and_usage_errors_as_json(capsys, tree):
+    for argv in (["--json", "ls", str(tree / "src")], ["ls", str(tree / "src"), "--json"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and sorted(e["path"].rsplit("/", 1)[1] for e in json.loads(out)) == ["a.bin", "sub"]
+    code, out, err = run(capsys, "--json", "ls")
+    assert code == 2 and err == ""
+    error = json.loads(out)
+    assert error["type"] == "UsageError" and "url" in error["error"]
+    code, out, err = run(capsys, "--json", "nosuchcommand")
+    assert code == 2 and json.loads(out)["type"] == "UsageError"
+    code, out, err = run(capsys, "ls")  # without --json: argparse's usage line and exit 2
+    assert code == 2 and out == "" and err.startswith("usage: hpcbridge ls") and "error:" in err
+
+
+def test_relative_paths_everywhere(capsys, tree, monkeypatch):
+    monkeypatch.chdir(tree)
+    code, out, _ = run(capsys, "ls", "src")
+    assert code == 0 and out.split() == ["a.bin", "sub/"]
+    code, out, _ = run(capsys, "stat", "src/a.bin")
+    assert code == 0 and "size: 1000" in out
+    code, out, _ = run(capsys, "layout", "src/a.bin", "--block-size", "256")
+    assert code == 0 and "4 block(s)" in out
+
+
+def test_bad_sizes_are_usage_errors(capsys, tree):
+    code, _, err = run(capsys, "layout", str(tree / "src" / "a.bin"), "--block-size", "0")
+    assert code == 2 and "must be at least 1 byte" in err
+
+
+def test_no_clobber_names_the_option_and_missing_parents_the_destination(capsys, tree):
+    code, _, _ = run(capsys, "put", str(tree / "src" / "a.bin"), str(tree / "copy.bin"))
+    assert code == 0
+    code, _, err = run(capsys, "put", "-n", str(tree / "src" / "a.bin"), str(tree / "copy.bin"))
+    assert code == 1 and "-n/--no-clobber" in err and "overwrite=True" not in err and "copy.bin" in err
+    code, _, err = run(capsys, "put", str(tree / "src" / "a.bin"), f"file://{tree}/nodir/x.bin")
+    assert code == 1 and f"file://{tree}/nodir/x.bin" in err and "does not exist" in err
+    assert "partial" not in err
+
+
+def test_trailing_slash_means_a_directory(capsys, tree):
+    code, _, err = run(capsys, "put", str(tree / "src" / "a.bin"), f"file://{tree}/nodir/")
+    assert code == 1 and "No such directory" in err and not (tree / "nodir").exists()
+    (tree / "there").mkdir()
+    code, _, _ = run(capsys, "put", str(tree / "src" / "a.bin"), f"file://{tree}/there/")
+    assert code == 0 and (tree / "there" / "a.bin").read_bytes() == (tree / "src" / "a.bin").read_bytes()
+    code, _, _ = run(capsys, "get", f"file://{tree}/src/a.bin", str(tree / "there") + "/")
+    assert code == 0
+
+
+def test_recursive_copy_links_loops_and_into_itself(capsys, tree, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_text("not for upload\n")
+    src = tree / "src"
+    os.symlink("..", src / "sub" / "loop")           # a loop
+    os.symlink(str(outside), src / "elsewhere")      # a link out of the tree
+    os.symlink("a.bin", src / "alias.bin")           # a link to a file
+    os.symlink("missing", src / "dangling")
+
+    code, out, err = run(capsys, "put", "-r", "--json", str(src), f"file://{tree}/skip")
+    assert code == 0
+    copied = sorted(r["destination"].split("/skip/")[1] for r in json.loads(out) if "destination" in r)
+    assert copied == ["a.bin", "sub/b.txt"]
+    assert sorted(r["source"].rsplit("/", 1)[1] for r in json.loads(out) if "skipped" in r) == \
+        ["alias.bin", "dangling", "elsewhere", "loop"]
+
+    code, _, _ = run(capsys, "put", "-r", "--links", "copy", str(src), f"file://{tree}/links")
+    assert code == 0 and os.readlink(tree / "links" / "sub" / "loop") == ".."
+    assert os.readlink(tree / "links" / "alias.bin") == "a.bin"
+
+    code, _, err = run(capsys, "put", "-r", "--links", "follow", str(src), f"file://{tree}/follow")
+    assert code == 0 and "symbolic link loop" in err and "dangling" in err
+    assert (tree / "follow" / "elsewhere" / "secret.txt").read_text() == "not for upload\n"
+    assert (tree / "follow" / "alias.bin").read_bytes() == (src / "a.bin").read_bytes()
+    assert not (tree / "follow" / "sub" / "loop").exists()
+
+    code, _, err = run(capsys, "put", "-r", str(src), f"file://{src}/inner")
+    assert code == 1 and "into itself" in err and not (src / "inner").exists()
+    code, _, err = run(capsys, "put", "-r", "--links", "copy", str(src), "memory://cli-edges/x")
+    assert code == 1 and "needs a local destination" in err
+
+
+def test_dask_jobs_reject_bad_regexes(capsys, tree):
+    data = tree / "lines.txt"
+    data.write_text("alpha beta\ngamma\n")
+    code, _, err = run(capsys, "dask", "grep", str(data), "(")
+    assert code == 1 and "invalid grep regular expression '('" in err
+    code, _, err = run(capsys, "dask", "wordcount", str(data), "--word", "[")
+    assert code == 1 and "invalid word regular expression '['" in err
+
+
+def test_teragen_prints_a_summary_not_json(capsys, tree):
+    code, out, _ = run(capsys, "dask", "teragen", f"file://{tree}/tera", "--records", "1000", "--files", "2")
+    assert code == 0
+    assert out.startswith(f"teragen into file://{tree}/tera: 1000 records, 100000 bytes in 2 file(s)")
+    assert "partitions" not in out and "{" not in out
+
+
+def test_bench_report_json_writes_no_plot(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = {"benchmark": "lanl_checkpoint", "unit": 47001, "ranks": 4, "verification_failures": 0,
+              "median_MBps": {"plfs-posix": {"write": 900.0, "read": 1000.0}}}
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    code, out, _ = run(capsys, "bench", "report", "--json", str(tmp_path / "r.json"))
+    assert code == 0 and json.loads(out)["plot"] is None and not (tmp_path / "results").exists()
+
+
+def _cli(*argv, **kw):
+    return subprocess.Popen([sys.executable, "-m", "hpcbridge", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kw)
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    for i in range(3000):
+        (tmp_path / f"f{i:05d}").touch()
+    proc = _cli("ls", str(tmp_path), bufsize=0)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read().decode()
+    assert first == b"f00000\n" and proc.wait(timeout=60) == 141 and err == ""
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_stop_a_copy_cleanly(tmp_path, signum, status):
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)  # sparse: reads cost no disk
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = _cli("put", "--no-progress", str(big), f"file://{out}/big.bin")
+    deadline = time.monotonic() + 30
+    while not any(out.iterdir()) and time.monotonic() < deadline:  # the partial file exists: copying
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert ("interrupted" if signum == signal.SIGINT else "terminated") in err.decode()
+    assert list(out.iterdir()) == []
