@@ -269,6 +269,8 @@ def _error(path: str, what: str, code: int | None = None) -> OSError:
                 break
     if code == 255:
         code = errno.EIO
+    if not cause and code == errno.ENOENT:
+        cause = f"File does not exist: {path}"
     message = f"{cause or os.strerror(code)} ({what})"
     if code == errno.EISDIR and "Path is not a file" in cause:
         return FileNotFoundError(f"Path is not a file: {path}")  # hdfs-native's form, translated to EISDIR
@@ -484,6 +486,10 @@ class LibhdfsDriver:
     # -- data (pyarrow streams) ----------------------------------------------------------------
     def read(self, path: str) -> _Reader:
         self._check(f"open {path}")
+        # Stat first: libhdfs prints a Java stack trace to stderr for every open of a missing path
+        # (PLFS probes optional files), but not for a stat; a directory is refused the same way.
+        if self.get_file_info(path).isdir:
+            raise FileNotFoundError(f"Path is not a file: {path}")
         return _Reader(_pyarrow_call(path, "open", self._stream_fs(0, 0).open_input_file, path))
 
     def create(self, path: str, replication: int | None = None, block_size: int | None = None,
