@@ -419,6 +419,7 @@ class LibhdfsDriver:
 
     # -- metadata (libhdfs C API) --------------------------------------------------------------
     def get_file_info(self, path: str) -> Status:
+        """Stat ``path`` (hdfsGetPathInfo)."""
         self._check(f"stat {path}")
         info = self._lib.hdfsGetPathInfo(self._fs, path.encode())
         if not info:
@@ -429,6 +430,7 @@ class LibhdfsDriver:
             self._lib.hdfsFreeFileInfo(info, 1)
 
     def list_status(self, path: str, recursive: bool = False):
+        """The entries of directory ``path`` (hdfsListDirectory); an empty directory gives none."""
         self._check(f"list {path}")
         count = ctypes.c_int(0)
         ctypes.set_errno(0)
@@ -444,6 +446,7 @@ class LibhdfsDriver:
         return iter(statuses)
 
     def mkdirs(self, path: str, permission: int = 0o755, create_parent: bool = False) -> None:
+        """Make directory ``path``; its parent must exist unless ``create_parent`` (POSIX mkdir)."""
         self._check(f"mkdir {path}")
         if not create_parent:  # Java's mkdirs always creates parents; POSIX mkdir does not
             parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
@@ -456,12 +459,14 @@ class LibhdfsDriver:
             raise _error(path, "mkdir")
 
     def delete(self, path: str, recursive: bool = False) -> bool:
+        """Remove ``path`` (a non-empty directory only if ``recursive``: ENOTEMPTY otherwise)."""
         self._check(f"delete {path}")
         if self._lib.hdfsDelete(self._fs, path.encode(), int(recursive)):
             raise _error(path, "delete")
         return True
 
     def rename(self, src: str, dst: str, overwrite: bool = False) -> None:
+        """Rename ``src`` to ``dst`` (hdfsRename); a missing destination parent is named."""
         self._check(f"rename {src}")
         if self._lib.hdfsRename(self._fs, src.encode(), dst.encode()):
             error = _error(src, "rename")
@@ -474,17 +479,20 @@ class LibhdfsDriver:
             raise error
 
     def set_permission(self, path: str, permission: int) -> None:
+        """chmod (hdfsChmod)."""
         self._check(f"chmod {path}")
         if self._lib.hdfsChmod(self._fs, path.encode(), permission):
             raise _error(path, "chmod")
 
     def set_replication(self, path: str, replication: int) -> None:
+        """setrep (hdfsSetReplication)."""
         self._check(f"setrep {path}")
         if self._lib.hdfsSetReplication(self._fs, path.encode(), replication):
             raise _error(path, "setrep")
 
     # -- data (pyarrow streams) ----------------------------------------------------------------
     def read(self, path: str) -> _Reader:
+        """Open ``path`` for reading (a pyarrow input stream)."""
         self._check(f"open {path}")
         # Stat first: libhdfs prints a Java stack trace to stderr for every open of a missing path
         # (PLFS probes optional files), but not for a stat; a directory is refused the same way.
@@ -494,6 +502,7 @@ class LibhdfsDriver:
 
     def create(self, path: str, replication: int | None = None, block_size: int | None = None,
                overwrite: bool = True) -> _Writer:
+        """Create ``path`` (replacing a file only if ``overwrite``; the parent must exist)."""
         self._check(f"create {path}")
         parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
         try:  # Java's create makes missing parents and pyarrow always overwrites: POSIX refuses both
@@ -513,6 +522,7 @@ class LibhdfsDriver:
         return self._open_writer(path, os.O_WRONLY, replication, block_size)
 
     def append(self, path: str) -> _Writer:
+        """Open ``path`` for appending (hdfsStreamBuilder with O_APPEND)."""
         self._check(f"append {path}")
         return self._open_writer(path, os.O_WRONLY | os.O_APPEND, None, None)
 

@@ -205,7 +205,7 @@ def test_driver_selection(hdfs_cluster, monkeypatch, tmp_path):
     with pytest.raises(MissingDependencyError, match=r"libhdfs.so \(set ARROW_LIBHDFS_DIR or HADOOP_HOME.*"
                                                      r"Hadoop client jars \(set CLASSPATH, HADOOP_HOME.*"
                                                      r"driver='native'"):
-        hpcbridge.connect(info.url, driver="libhdfs")
+        HdfsFileSystem(f"127.0.0.1:{info.rpc_port}", driver="libhdfs")  # not a shared connection
     assert hpcbridge.connect(info.url, driver="auto").driver == "native"
 
 
