@@ -15,7 +15,7 @@ Subpackages: :mod:`hpcbridge.fs` (API and backends), :mod:`hpcbridge.arrow` (pya
 :mod:`hpcbridge.testing` (conformance suite).
 """
 
-from .errors import BackendUnavailable, InvalidURLError, MissingDependencyError, UnknownSchemeError
+from .errors import BackendUnavailable, ForkSafetyError, InvalidURLError, MissingDependencyError, UnknownSchemeError
 from .fs import BlockLocation, Capabilities, FileInfo, FileSystem, connect, open, url_to_fs
 
 
@@ -44,6 +44,7 @@ __all__ = [
     "BlockLocation",
     "Capabilities",
     "BackendUnavailable",
+    "ForkSafetyError",
     "InvalidURLError",
     "MissingDependencyError",
     "UnknownSchemeError",

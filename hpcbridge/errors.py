@@ -17,6 +17,7 @@ __all__ = [
     "UnknownSchemeError",
     "MissingDependencyError",
     "BackendUnavailable",
+    "ForkSafetyError",
     "os_error",
 ]
 
@@ -39,6 +40,12 @@ class MissingDependencyError(HpcbridgeError, ImportError):
 
 class BackendUnavailable(HpcbridgeError, ConnectionError):
     """The storage service behind a backend cannot be reached (down, refused, timed out)."""
+
+
+class ForkSafetyError(HpcbridgeError, RuntimeError):
+    """An HDFS client that does not survive ``fork()`` (the JVM of ``driver="libhdfs"``, the runtime
+    of ``driver="native"``) was used in a child forked after the parent's first call; the message
+    says how to start the child instead."""
 
 
 def os_error(code: int, url: str, backend: str, detail: str | None = None) -> OSError:

@@ -5,7 +5,9 @@
 #   3. mpi4py built against the system MPI and h5py built against the Debian MPI HDF5
 #      (slow: the wheels are built once and cached in $HPCBRIDGE_CACHE/wheels, outside the repo);
 #   4. hpcbridge itself (editable) with its test and analytics extras;
-#   5. Apache Hadoop's HDFS jars from Maven Central for the local test cluster (cached);
+#   5. Apache Hadoop's HDFS jars from Maven Central for the local test cluster (cached), and
+#      libhdfs.so for pyarrow's HadoopFileSystem, compiled from the hdfs-sys crate's vendored
+#      Hadoop C sources (fetched by cargo from crates.io; cached in $CACHE/libhdfs);
 #   6. a loud check that h5py is the parallel build.
 # Every step first checks whether its work is already done, so a second run takes seconds.
 set -euo pipefail
@@ -44,6 +46,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   say "Debian packages present (${DEBIAN_PACKAGES[*]})"
+fi
+if ! command -v cargo >/dev/null && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] \
+   && [ ! -f "$CACHE/libhdfs/libhdfs.so" ]; then
+  say "installing cargo (Debian) to fetch the hdfs-sys crate's libhdfs sources"
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends cargo
 fi
 command -v mpicc >/dev/null || die "mpicc not on PATH after installing libopenmpi-dev"
 [ -f "$HDF5_DIR/include/hdf5.h" ] || die "parallel HDF5 headers not found in $HDF5_DIR (libhdf5-openmpi-dev)"
@@ -95,6 +103,7 @@ fi
 
 # --- 5. Hadoop jars for the HDFS testbed (Maven Central, cached in $CACHE) ---------------
 "$PY" -c "from hpcbridge.testbed.hadoop import ensure_hadoop; print('[setup] Hadoop jars in', ensure_hadoop())"
+"$PY" -c "from hpcbridge.testbed.hadoop import ensure_libhdfs; print('[setup] libhdfs.so in', ensure_libhdfs())"
 
 # --- 6. the checks that matter ----------------------------------------------------------
 "$PY" - <<'PYCHECK' || die "h5py in $VENV is NOT the parallel (MPI) build: delete $WHEELS/h5py-* and re-run"

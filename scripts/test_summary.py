@@ -18,6 +18,26 @@ def counts(path: Path) -> dict[str, int]:
     return total
 
 
+#: Test modules of the HDFS backend (each driver-dependent test there runs once per driver).
+HDFS_MODULES = ("tests.hdfs.", "tests.conformance.test_hdfs", "tests.dask.")
+
+
+def hdfs_counts(path: Path) -> dict[str, dict[str, int]]:
+    """HDFS tests per driver: the driver is named in the test id ([native], [libhdfs-...])."""
+    out: dict[str, dict[str, int]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if not case.get("classname", "").startswith(HDFS_MODULES):
+            continue
+        name = case.get("name", "")
+        tokens = set(name[name.find("[") + 1:].rstrip("]").replace("/", "-").split("-")) if "[" in name else set()
+        driver = "libhdfs" if "libhdfs" in tokens else "native" if "native" in tokens else "either"
+        kind = ("failed" if case.find("failure") is not None or case.find("error") is not None
+                else "skipped" if case.find("skipped") is not None else "passed")
+        row = out.setdefault(driver, {"passed": 0, "failed": 0, "skipped": 0})
+        row[kind] += 1
+    return out
+
+
 def main() -> int:
     logs, np_, serial_rc, mpi_rc = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     problems = []
@@ -44,6 +64,13 @@ def main() -> int:
         problems.append((logs / "leftover").read_text().strip())
     print("\n=== summary ===")
     if serial:
+        per_driver = hdfs_counts(logs / "serial.xml")
+        for driver, label in (("native", "driver=native"), ("libhdfs", "driver=libhdfs"),
+                              ("either", "driver-independent")):
+            if driver in per_driver:
+                c = per_driver[driver]
+                print(f"HDFS tests, {label + ':':20s}{c['passed']} passed, {c['failed']} failed, "
+                      f"{c['skipped']} skipped")
         print(f"serial tests:          {serial['passed']} passed, {serial['failed']} failed, {serial['skipped']} skipped")
     print(f"MPI tests ({np_} ranks):   {mpi['passed']} passed, {mpi['failed']} failed, {mpi['skipped']} skipped"
           f" (rank 0; ranks with failures: {[r for r, c in ranks.items() if c['failed']] or 'none'})")

@@ -31,22 +31,47 @@ def hdfs_cluster():
             os.environ["HADOOP_CONF_DIR"] = saved
 
 
+#: The HDFS backend's drivers; every test of the HDFS backend runs on each (ids ``[native]``,
+#: ``[libhdfs]``, counted separately by scripts/test_summary.py).
+HDFS_DRIVERS = ("native", "libhdfs")
+
+
+@pytest.fixture(scope="session", params=HDFS_DRIVERS)
+def hdfs_driver(request):
+    """The HDFS driver under test (``native``: hdfs-native; ``libhdfs``: pyarrow + libhdfs + JVM)."""
+    return request.param
+
+
 @pytest.fixture
-def hdfs(hdfs_cluster):
-    """The HDFS file system of the session cluster."""
+def hdfs_options(hdfs_cluster, hdfs_driver):
+    """Options for ``hpcbridge.connect`` on the session cluster with the driver under test."""
+    return {"webhdfs": f"http://127.0.0.1:{hdfs_cluster.info.http_port}", "driver": hdfs_driver}
+
+
+@pytest.fixture
+def hdfs(hdfs_cluster, hdfs_options):
+    """The HDFS file system of the session cluster, on the driver under test."""
+    import hpcbridge
+
+    return hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options)
+
+
+@pytest.fixture(scope="session")
+def hdfs_admin(hdfs_cluster):
+    """A native-driver connection for set-up and clean-up (does not parametrise a test by driver)."""
     import hpcbridge
 
     return hpcbridge.connect(hdfs_cluster.info.url, webhdfs=f"http://127.0.0.1:{hdfs_cluster.info.http_port}")
 
 
 @pytest.fixture
-def hdfs_root(hdfs):
+def hdfs_root(hdfs_admin):
     """A fresh directory in HDFS for one test, removed afterwards."""
     root = f"/tests/{uuid.uuid4().hex[:12]}"
-    hdfs.mkdir(root, parents=True)
+    hdfs_admin.mkdir(root, parents=True)
     yield root
     try:
-        hdfs.rm(root, recursive=True)
+        hdfs_admin.rm(root, recursive=True)
     except FileNotFoundError:
         pass
 

@@ -31,6 +31,10 @@ from .dask_cmd import add_dask_parser
 
 __all__ = ["main", "build_parser", "parse_size"]
 
+#: Files copied at once by put/get -r (bounded: each copy holds one open file per side).
+COPY_JOBS = 8
+#: Files smaller than this are the ones put/get -r copy several at a time.
+SMALL_FILE = 8 << 20
 #: Copies at least this large show a progress bar (when stderr is a terminal or --progress).
 PROGRESS_THRESHOLD = 8 << 20
 
@@ -44,6 +48,16 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: use e.g. 4096, 64M, 1GiB")
     number, unit = int(match.group(1)), match.group(2).lower()
     return number << (10 * " kmgtp".index(unit or " "))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: a whole number >= 1")
+    return value
 
 
 def positive_size(text: str) -> int:
@@ -182,15 +196,43 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
         bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="copy", file=sys.stderr)
     records = []
     started = time.perf_counter()
+
+    def one(pair):
+        source, target, _size = pair
+        try:
+            copied = copy_file(src_fs, source, dst_fs, target, overwrite=not args.no_clobber,
+                               progress=bar.update if bar else None)
+        except FileExistsError as exc:
+            raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber)",
+                                  dst_fs.url(target)) from exc
+        return {"source": src_fs.url(source), "destination": dst_fs.url(target), "bytes": copied}
+
+    jobs = max(1, min(getattr(args, "jobs", None) or COPY_JOBS, len(pairs)))
     try:
-        for source, target, _size in pairs:
-            try:
-                copied = copy_file(src_fs, source, dst_fs, target, overwrite=not args.no_clobber,
-                                   progress=bar.update if bar else None)
-            except FileExistsError as exc:
-                raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber)",
-                                      dst_fs.url(target)) from exc
-            records.append({"source": src_fs.url(source), "destination": dst_fs.url(target), "bytes": copied})
+        indexed = list(enumerate(pairs))
+        # Many small files: each copy waits mostly on the service (create, the close that completes
+        # the file, rename), so up to `jobs` small files are copied at once, every client call still
+        # on the connection's call pool. Large files go one after the other in this thread, so an
+        # interrupt (Ctrl-C, SIGTERM) stops a large copy at once and removes its partial file; it
+        # waits for the small copies under way (each completes or leaves nothing).
+        small = [(n, pair) for n, pair in indexed if pair[2] < SMALL_FILE] if jobs > 1 else []
+        done: dict[int, dict] = {}
+        if len(small) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(jobs, thread_name_prefix="hpcbridge-copy") as executor:
+                futures = [(n, executor.submit(one, pair)) for n, pair in small]
+                try:
+                    for n, future in futures:
+                        done[n] = future.result()
+                except BaseException:
+                    for _, future in futures:
+                        future.cancel()
+                    raise
+        for n, pair in indexed:
+            if n not in done:
+                done[n] = one(pair)
+        records = [done[n] for n, _ in indexed]
     finally:
         if bar:
             bar.close()
@@ -240,6 +282,11 @@ def cmd_testbed(args) -> object:
         cluster = HdfsCluster.attach(args.dir)
     except FileNotFoundError:
         raise TestbedError(f"no testbed in {args.dir or 'the default directory'} (start one: hpcbridge testbed up)")
+    if args.action == "url":
+        if args.json:
+            return {"url": cluster.info.url, "webhdfs": cluster.info.webhdfs}
+        print(cluster.info.url.rstrip("/"))  # for URL=$(hpcbridge testbed url)
+        return None
     if args.action == "status":
         status = cluster.status()
         if args.json:
@@ -432,7 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="logical block size for local file systems (default 64M)")
 
     p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "url"],
+                   help="url: print the running testbed's hdfs:// URL (for URL=$(hpcbridge testbed url))")
     p.add_argument("--dir", default=None,
                    help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
@@ -491,6 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(first)
         p.add_argument(second)
         p.add_argument("-r", "--recursive", action="store_true", help="copy directories recursively")
+        p.add_argument("-j", "--jobs", type=_positive_int, default=COPY_JOBS, metavar="N",
+                       help=f"files copied at once with -r (default {COPY_JOBS}; 1: one after the other)")
         p.add_argument("-n", "--no-clobber", action="store_true", help="fail instead of replacing files")
         p.add_argument("--links", choices=LINK_MODES, default="skip",
                        help="-r: symbolic links in a local source are skipped (default, each reported), "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures
+import os
 import queue
 import threading
 import time
@@ -62,6 +63,9 @@ class CallPool:
             raise ValueError(f"a call pool needs at least one worker, got {workers}")
         self.workers = workers
         self.name = name
+        self._reset()
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._finished = threading.Condition(self._lock)  # notified when a call ends
         self._in_flight = 0
@@ -71,6 +75,13 @@ class CallPool:
         _POOLS.add(self)
         if not _EXIT_HOOK:
             _EXIT_HOOK.append(atexit.register(_drain_at_exit))
+
+    @classmethod
+    def _after_fork_in_child(cls) -> None:
+        # A forked child inherits the pools but none of their threads: start over (queued calls
+        # belonged to the parent's callers).
+        for pool in list(_POOLS):
+            pool._reset()
 
     # The most recently idle worker takes the next call (LIFO). A stream of one-at-a-time calls
     # then always runs on the same thread, which hdfs-native serves markedly faster than calls
@@ -151,3 +162,7 @@ class CallPool:
             if not future.cancel():
                 concurrent.futures.wait([future], timeout=timeout)
             raise
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=CallPool._after_fork_in_child)

@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import socket
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,17 +20,86 @@ import xml.etree.ElementTree as ET
 from ..errors import BackendUnavailable, os_error
 from .types import BlockLocation
 
-__all__ = ["WebHdfs", "webhdfs_address"]
+__all__ = ["WebHdfs", "webhdfs_address", "register_namenode", "unregister_namenode", "registered_namenodes"]
 
 
-def webhdfs_address(host: str, explicit: str | None = None) -> str:
-    """Base URL of the NameNode's HTTP server for NameNode ``host``.
+def _registry() -> str:
+    """Directory of the running NameNodes' HTTP addresses (``$HPCBRIDGE_NAMENODES`` or a per-user temp dir)."""
+    return os.environ.get("HPCBRIDGE_NAMENODES") or os.path.join(
+        tempfile.gettempdir(), f"hpcbridge-{os.getuid()}", "namenodes")
 
-    Order: ``explicit`` (the ``webhdfs=`` option), then ``dfs.namenode.http-address`` in
+
+def _entry(host: str, port: int) -> str:
+    return os.path.join(_registry(), f"{host.strip('[]').replace(':', '_')}_{int(port)}.json")
+
+
+def register_namenode(host: str, rpc_port: int, http_port: int, pid: int) -> str:
+    """Record that NameNode ``host:rpc_port`` (process ``pid``) serves HTTP on ``http_port``.
+
+    ``hpcbridge testbed up`` calls this, so ``hdfs://host:rpc_port`` URLs find their WebHDFS in any
+    shell without an export. Returns the file written.
+    """
+    os.makedirs(_registry(), exist_ok=True)
+    path = _entry(host, rpc_port)
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "w") as out:
+        json.dump({"host": host, "rpc_port": rpc_port, "http_port": http_port, "pid": pid}, out)
+    os.replace(partial, path)
+    return path
+
+
+def unregister_namenode(host: str, rpc_port: int) -> None:
+    """Forget NameNode ``host:rpc_port`` (``hpcbridge testbed down``)."""
+    try:
+        os.unlink(_entry(host, rpc_port))
+    except FileNotFoundError:
+        pass
+
+
+def registered_namenodes() -> list[dict]:
+    """The registered NameNodes whose process still runs (stale entries are removed)."""
+    out = []
+    try:
+        names = sorted(os.listdir(_registry()))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name.endswith(".json"):
+            entry = _registered(os.path.join(_registry(), name))
+            if entry:
+                out.append(entry)
+    return out
+
+
+def _registered(path: str) -> dict | None:
+    try:
+        with open(path) as source:
+            entry = json.load(source)
+        os.kill(int(entry["pid"]), 0)
+    except ProcessLookupError:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return entry
+
+
+def webhdfs_address(host: str, explicit: str | None = None, port: int | None = None) -> str:
+    """Base URL of the NameNode's HTTP server for NameNode ``host`` (RPC port ``port``).
+
+    Order: ``explicit`` (the ``webhdfs=`` option), then a running ``hpcbridge testbed`` registered
+    for exactly ``host:port``, then ``dfs.namenode.http-address`` in
     ``$HADOOP_CONF_DIR/hdfs-site.xml``, then ``http://<host>:9870`` (Hadoop 3's default).
     """
     if explicit:
         return explicit.rstrip("/")
+    if port is not None:
+        entry = _registered(_entry(host, port))
+        if entry:
+            return f"http://{host}:{entry['http_port']}"
     conf_dir = os.environ.get("HADOOP_CONF_DIR")
     if conf_dir and os.path.exists(os.path.join(conf_dir, "hdfs-site.xml")):
         for prop in ET.parse(os.path.join(conf_dir, "hdfs-site.xml")).getroot().iter("property"):

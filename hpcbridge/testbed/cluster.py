@@ -24,6 +24,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from ..errors import HpcbridgeError
+from ..fs.webhdfs import register_namenode, unregister_namenode
 from .hadoop import ensure_hadoop, java_command
 from .processes import alive, stop_pid
 
@@ -257,6 +258,7 @@ class HdfsCluster:
                 self._start_datanode(dn, common)
             self._save()
             self._wait_ready(timeout)
+            register_namenode(info.namenode_host, info.rpc_port, info.http_port, info.namenode_pid)
             if dask:
                 self.start_dask(nthreads=dask_threads, work_stealing=dask_work_stealing)
         except BaseException:
@@ -423,6 +425,7 @@ class HdfsCluster:
             except FileNotFoundError:
                 return
         self.stop_dask()
+        unregister_namenode(self.info.namenode_host, self.info.rpc_port)
         for dn in self.info.datanodes:
             self._stop_pid(dn.pid)
         self._stop_pid(self.info.namenode_pid)

@@ -10,12 +10,14 @@ makes the daemons log.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
-__all__ = ["HADOOP_VERSION", "hadoop_home", "ensure_hadoop", "java_command", "JVM_OPTIONS"]
+__all__ = ["HADOOP_VERSION", "hadoop_home", "ensure_hadoop", "ensure_libhdfs", "java_command", "JVM_OPTIONS"]
 
 HADOOP_VERSION = os.environ.get("HPCBRIDGE_HADOOP_VERSION", "3.4.1")
 
@@ -141,3 +143,99 @@ def java_command(main_class: str, conf_dir: Path, args: list[str] = (), heap: st
     home = hadoop_home()
     classpath = os.pathsep.join([str(conf_dir), str(home / "classpath"), str(home / "lib" / "*")])
     return [java, f"-Xmx{heap}", *JVM_OPTIONS, "-cp", classpath, main_class, *args]
+
+
+#: The crate that vendors Apache Hadoop's libhdfs C sources (crates.io, Apache-2.0) and its API level.
+HDFS_SYS_VERSION = "0.3.1"
+LIBHDFS_API = "hdfs_3_3"
+
+_CARGO_TOML = """[package]
+name = "hpcbridge-libhdfs-sources"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+hdfs-sys = {{ version = "={v}", default-features = false }}
+"""
+
+
+def _java_home() -> Path:
+    java = os.environ.get("JAVA_HOME") or ""
+    if not java:
+        binary = shutil.which("javac") or shutil.which("java")
+        if binary is None:
+            raise FileNotFoundError("no JDK: apt-get install openjdk-17-jdk-headless, or run make test")
+        java = str(Path(os.path.realpath(binary)).parent.parent)
+    home = Path(java)
+    if not (home / "include" / "jni.h").exists():
+        raise FileNotFoundError(f"{home} has no include/jni.h: libhdfs needs a JDK (openjdk-17-jdk-headless)")
+    return home
+
+
+def _hdfs_sys_sources() -> Path:
+    """The unpacked hdfs-sys crate, fetched by cargo into its registry (a throw-away manifest)."""
+    cargo_home = Path(os.environ.get("CARGO_HOME") or os.path.expanduser("~/.cargo"))
+    pattern = str(cargo_home / "registry" / "src" / "*" / f"hdfs-sys-{HDFS_SYS_VERSION}" / "libhdfs")
+    found = sorted(glob.glob(pattern))
+    if not found:
+        cargo = shutil.which("cargo") or (str(cargo_home / "bin" / "cargo")
+                                          if (cargo_home / "bin" / "cargo").exists() else None)
+        if cargo is None:
+            raise FileNotFoundError("cargo is not installed (apt-get install cargo): libhdfs is built from the "
+                                    f"hdfs-sys {HDFS_SYS_VERSION} crate's sources")
+        with tempfile.TemporaryDirectory(prefix="hpcbridge-hdfs-sys-") as manifest:
+            (Path(manifest) / "src").mkdir()
+            (Path(manifest) / "src" / "lib.rs").write_text("")
+            (Path(manifest) / "Cargo.toml").write_text(_CARGO_TOML.format(v=HDFS_SYS_VERSION))
+            run = subprocess.run([cargo, "fetch", "--manifest-path", str(Path(manifest) / "Cargo.toml")],
+                                 capture_output=True, text=True)
+            if run.returncode:
+                raise RuntimeError(f"cargo fetch of hdfs-sys {HDFS_SYS_VERSION} failed:\n{run.stderr[-2000:]}")
+        found = sorted(glob.glob(pattern))
+        if not found:
+            raise RuntimeError(f"cargo fetch succeeded but {pattern} does not exist")
+    return Path(found[-1])
+
+
+def libhdfs_cache() -> Path:
+    """Where set-up keeps the built libhdfs.so (``$HPCBRIDGE_CACHE/libhdfs``)."""
+    return hadoop_home().parent / "libhdfs"
+
+
+def ensure_libhdfs() -> Path:
+    """Build libhdfs.so from the hdfs-sys crate's vendored Hadoop sources unless cached; return its directory.
+
+    One gcc command (about a second) against the JDK's JNI headers and libjvm (found again at run
+    time through an rpath). pyarrow's ``HadoopFileSystem`` loads it (``driver="libhdfs"``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If cargo, gcc or a JDK is missing (the message says which).
+    RuntimeError
+        If the fetch or the compilation fails (with its output).
+    """
+    target_dir = libhdfs_cache()
+    target = target_dir / "libhdfs.so"
+    if target.exists():
+        return target_dir
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise FileNotFoundError("gcc is not installed: apt-get install build-essential")
+    jdk = _java_home()
+    src = _hdfs_sys_sources()
+    api = src / LIBHDFS_API
+    sources = [api / "hdfs.c", api / "jni_helper.c", api / "exception.c", api / "jclasses.c",
+               *sorted((api / "os" / "posix").glob("*.c"))]
+    target_dir.mkdir(parents=True, exist_ok=True)
+    partial = target_dir / f".libhdfs.so.{os.getpid()}"
+    command = [gcc, "-O2", "-fPIC", "-shared", "-o", str(partial), f"-I{src}", f"-I{api}", f"-I{api / 'os'}",
+               f"-I{api / 'os' / 'posix'}", f"-I{api / 'include'}", f"-I{jdk / 'include'}",
+               f"-I{jdk / 'include' / 'linux'}", *map(str, sources), f"-L{jdk / 'lib' / 'server'}", "-ljvm",
+               f"-Wl,-rpath,{jdk / 'lib' / 'server'}", "-lpthread"]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"building libhdfs.so failed:\n{' '.join(command)}\n{run.stderr[-3000:]}")
+    os.replace(partial, target)
+    (target_dir / "SOURCE").write_text(f"hdfs-sys {HDFS_SYS_VERSION} ({LIBHDFS_API}) from crates.io; JDK {jdk}\n")
+    return target_dir

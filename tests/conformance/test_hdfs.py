@@ -40,11 +40,11 @@ def stateful_cluster(hdfs_cluster):
     return hdfs_cluster
 
 
-def test_hdfs_state_machine(stateful_cluster):
+def test_hdfs_state_machine(stateful_cluster, hdfs_driver):
     info = stateful_cluster.info
 
     def factory():
-        fs = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}")
+        fs = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}", driver=hdfs_driver)
         root = f"/stateful/{uuid.uuid4().hex[:8]}-{next(_counter)}"
         fs.mkdir(root, parents=True)
         return fs, root

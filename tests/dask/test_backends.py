@@ -15,7 +15,7 @@ pytestmark = pytest.mark.hdfs
 RECORDS = 30_000
 
 
-@pytest.fixture(params=["posix", "plfs+file", "plfs+hdfs"])
+@pytest.fixture(params=["posix", "plfs+file", "plfs+hdfs-native", "plfs+hdfs-libhdfs"])
 def backend(request, tmp_path, dask_testbed):
     """``(input URL, output URL, storage options, whether every worker is local to the data)``."""
     if request.param == "posix":
@@ -25,7 +25,9 @@ def backend(request, tmp_path, dask_testbed):
     else:
         root = f"/tests/plfs-dask-{uuid.uuid4().hex[:8]}"
         base = f"plfs+hdfs://{dask_testbed.url.split('://', 1)[1]}{root}"
-        yield f"{base}/in", f"{base}/out", {**dask_testbed.storage_options, "block_size": 256 << 10}, False
+        driver = request.param.split("-")[1]
+        options = {**dask_testbed.storage_options, "block_size": 256 << 10, "driver": driver}
+        yield f"{base}/in", f"{base}/out", options, False
         dask_testbed.fs().rm(root, recursive=True)
 
 

@@ -80,11 +80,11 @@ def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
     assert hdfs.info(path).mode & 0o777 == 0o640
 
 
-def test_url_user_owns_created_files(hdfs_cluster):
+def test_url_user_owns_created_files(hdfs_cluster, hdfs_options):
     info = hdfs_cluster.info
-    fs = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{info.rpc_port}/", webhdfs=f"http://127.0.0.1:{info.http_port}")
+    fs = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{info.rpc_port}/", **hdfs_options)
     assert fs.user == "alice"
-    root = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}")
+    root = hpcbridge.connect(info.url, **hdfs_options)
     root.mkdir("/user/alice", parents=True, exist_ok=True)
     root.chmod("/user/alice", 0o777)
     fs.write_bytes("/user/alice/mine.txt", b"hi")
@@ -157,14 +157,13 @@ def test_readahead_serves_small_sequential_reads_and_skips_random_ones(hdfs, hdf
         assert raw.read(4096) == data[:4096]
 
 
-def test_prefetch_fetches_whole_blocks_in_the_background(hdfs_cluster, hdfs_root, hdfs):
+def test_prefetch_fetches_whole_blocks_in_the_background(hdfs_cluster, hdfs_root, hdfs, hdfs_options):
     info = hdfs_cluster.info
     path = f"{hdfs_root}/pf.bin"
     data = os.urandom(9 * MiB)
     with hdfs.create(path, block_size=3 * MiB) as f:
         f.write(data)
-    fs = hpcbridge.connect(info.url, webhdfs=f"http://127.0.0.1:{info.http_port}", prefetch=True,
-                           readahead=MiB)
+    fs = hpcbridge.connect(info.url, **hdfs_options, prefetch=True, readahead=MiB)
     with fs.open(path) as f:
         out = b"".join(iter(lambda: f.read(65536), b""))
         # one 1 MiB fill, then windows of one block (3 MiB) fetched while the previous was read
@@ -192,15 +191,44 @@ def test_transfers_larger_than_one_client_call(hdfs, hdfs_root):
     assert np.array_equal(out, data)
 
 
-def test_driver_selection(hdfs_cluster, monkeypatch):
+def test_driver_selection(hdfs_cluster, monkeypatch, tmp_path):
     info = hdfs_cluster.info
-    monkeypatch.delenv("ARROW_LIBHDFS_DIR", raising=False)
-    monkeypatch.delenv("HADOOP_HOME", raising=False)
-    with pytest.raises(MissingDependencyError, match="libhdfs.so.*driver='native'"):
-        hpcbridge.connect(info.url, driver="libhdfs")
     assert hpcbridge.connect(info.url, driver="auto").driver == "native"
+    assert hpcbridge.connect(info.url, driver="libhdfs").driver == "libhdfs"  # set-up built it: no export
     with pytest.raises(ValueError, match="driver must be"):
         hpcbridge.connect(info.url, driver="jni")
+    # Elsewhere: each missing part is named with where it is looked for.
+    for name in ("ARROW_LIBHDFS_DIR", "HADOOP_HOME", "CLASSPATH", "HADOOP_CONF_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HPCBRIDGE_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(MissingDependencyError, match=r"libhdfs.so \(set ARROW_LIBHDFS_DIR or HADOOP_HOME.*"
+                                                     r"Hadoop client jars \(set CLASSPATH, HADOOP_HOME.*"
+                                                     r"driver='native'"):
+        HdfsFileSystem(f"127.0.0.1:{info.rpc_port}", driver="libhdfs")  # not a shared connection
+    assert hpcbridge.connect(info.url, driver="auto").driver == "native"
+
+
+def test_libhdfs_honours_pyarrows_variables(monkeypatch, tmp_path):
+    from hpcbridge.fs import libhdfs
+
+    cached = libhdfs.libhdfs_location()
+    assert cached is not None
+    (tmp_path / "lib" / "native").mkdir(parents=True)
+    (tmp_path / "lib" / "native" / "libhdfs.so").write_bytes(b"")
+    monkeypatch.delenv("ARROW_LIBHDFS_DIR", raising=False)
+    monkeypatch.setenv("HADOOP_HOME", str(tmp_path))
+    assert libhdfs.libhdfs_location() == str(tmp_path / "lib" / "native")
+    monkeypatch.setenv("ARROW_LIBHDFS_DIR", cached)
+    assert libhdfs.libhdfs_location() == cached
+    monkeypatch.setenv("CLASSPATH", "/x/*")
+    assert libhdfs.hadoop_classpath() == "/x/*"
+    monkeypatch.delenv("CLASSPATH")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "hadoop").write_text("#!/bin/sh\n[ \"$1 $2\" = \"classpath --glob\" ] && echo /from/hadoop/*\n")
+    (tmp_path / "bin" / "hadoop").chmod(0o755)
+    monkeypatch.setenv("HADOOP_CONF_DIR", "/conf")
+    assert libhdfs.hadoop_classpath() == "/conf:/from/hadoop/*"
 
 
 def test_bad_urls_and_options():
@@ -212,9 +240,9 @@ def test_bad_urls_and_options():
         hpcbridge.connect("hdfs://nn:1/", readahead=-1)
 
 
-def test_namenode_that_does_not_listen_gives_backend_unavailable_quickly():
+def test_namenode_that_does_not_listen_gives_backend_unavailable_quickly(hdfs_driver):
     started = time.monotonic()
-    fs = HdfsFileSystem("127.0.0.1:1", webhdfs="http://127.0.0.1:1", timeout=5)
+    fs = HdfsFileSystem("127.0.0.1:1", webhdfs="http://127.0.0.1:1", timeout=5, driver=hdfs_driver)
     with pytest.raises(BackendUnavailable, match="did not answer"):
         fs.info("/")
     assert time.monotonic() - started < 10

@@ -11,8 +11,9 @@ pytestmark = pytest.mark.hdfs
 
 class HdfsFixtures(abstract.AbstractFixtures):
     @pytest.fixture
-    def fs(self, hdfs_cluster):
-        return fsspec.filesystem("hpcbridge+hdfs", netloc=f"127.0.0.1:{hdfs_cluster.info.rpc_port}")
+    def fs(self, hdfs_cluster, hdfs_driver):
+        return fsspec.filesystem("hpcbridge+hdfs", netloc=f"127.0.0.1:{hdfs_cluster.info.rpc_port}",
+                                 driver=hdfs_driver)
 
     @pytest.fixture
     def fs_join(self):

@@ -48,7 +48,8 @@ def _partials(names):
     return [n for n in names if "hpcbridge-partial" in n]
 
 
-def test_sigint_during_put_and_get(hdfs, hdfs_root, hdfs_cluster, big_local, tmp_path):
+def test_sigint_during_put_and_get(hdfs_admin, hdfs_root, hdfs_cluster, big_local, tmp_path):
+    hdfs = hdfs_admin  # the CLI under test uses the default driver; this only looks
     rng = random.Random(1234)
     url = f"{hdfs_cluster.info.url}{hdfs_root}"
     # One full copy each way: the durations the random moments are drawn from, and the source of get.

@@ -25,20 +25,15 @@ def plfs_url(hdfs_cluster, hdfs_root):
     return f"plfs+hdfs://127.0.0.1:{hdfs_cluster.info.rpc_port}{hdfs_root}"
 
 
-@pytest.fixture
-def webhdfs(hdfs_cluster):
-    return f"http://127.0.0.1:{hdfs_cluster.info.http_port}"
-
-
-def test_n1_strided_checkpoint_into_hdfs(plfs_url, webhdfs, hdfs):
+def test_n1_strided_checkpoint_into_hdfs(plfs_url, hdfs_options, hdfs):
     S, P, n = 47001, 4, 40
-    writers = [hpcbridge.plfs.open(f"{plfs_url}/ckpt", "wb", shared=True, webhdfs=webhdfs) for _ in range(P)]
+    writers = [hpcbridge.plfs.open(f"{plfs_url}/ckpt", "wb", shared=True, **hdfs_options) for _ in range(P)]
     for r, w in enumerate(writers):  # each writer's writes in order, as one rank's
         for i in range(n):
             w.pwrite(np.full(S, (r * 7 + i) % 251 + 1, np.uint8), i * P * S + r * S)
     for w in writers:
         w.close()
-    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs)
+    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", **hdfs_options)
     path = "/tests/" + plfs_url.split("/tests/")[1] + "/ckpt"
     assert fs.info(path).size == n * P * S
     with fs.open(path) as f:
@@ -55,26 +50,30 @@ def test_n1_strided_checkpoint_into_hdfs(plfs_url, webhdfs, hdfs):
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 300_000), st.integers(1, 100_000)),
                     min_size=1, max_size=16))
-def test_overlapping_writers_on_hdfs_match_the_model(plfs_url, webhdfs, ops):
+def test_overlapping_writers_on_hdfs_match_the_model(plfs_url, hdfs_options, ops):
     url = f"{plfs_url}/ow-{abs(hash(tuple(ops)))}"
     model = bytearray()
     writers = {}
     for step, (w, offset, length) in enumerate(ops):
         if w not in writers:
-            writers[w] = hpcbridge.plfs.open(url, "wb", shared=True, webhdfs=webhdfs)
+            writers[w] = hpcbridge.plfs.open(url, "wb", shared=True, **hdfs_options)
         payload = bytes([step % 251 + 1]) * length
         writers[w].pwrite(payload, offset)
         model.extend(bytes(max(0, offset + length - len(model))))
         model[offset:offset + length] = payload
     for w in writers.values():
         w.close()
-    with hpcbridge.plfs.open(url, "rb", webhdfs=webhdfs) as f:
+    with hpcbridge.plfs.open(url, "rb", **hdfs_options) as f:
         assert f.read() == bytes(model)
+
+
+def _args(options):
+    return [options["webhdfs"], options["driver"]]
 
 
 _CRASHER = textwrap.dedent("""
     import sys, hpcbridge.plfs
-    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2])
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2], driver=sys.argv[3])
     i = 0
     while True:
         f.pwrite(bytes([i % 251 + 1]) * 1000, i * 1000)
@@ -85,8 +84,8 @@ _CRASHER = textwrap.dedent("""
 """)
 
 
-def test_writer_killed_mid_write_on_hdfs(plfs_url, webhdfs):
-    proc = subprocess.Popen([sys.executable, "-c", _CRASHER, f"{plfs_url}/crash", webhdfs],
+def test_writer_killed_mid_write_on_hdfs(plfs_url, hdfs_options):
+    proc = subprocess.Popen([sys.executable, "-c", _CRASHER, f"{plfs_url}/crash", *_args(hdfs_options)],
                             stdout=subprocess.PIPE, text=True)
     synced = 0
     deadline = time.monotonic() + 120
@@ -99,21 +98,21 @@ def test_writer_killed_mid_write_on_hdfs(plfs_url, webhdfs):
     assert main(["plfs", "check", f"{plfs_url}/crash"]) == 1  # the unclosed writer is reported
     assert main(["plfs", "recover", f"{plfs_url}/crash"]) == 0  # HDFS lease recovery of its logs
     assert main(["plfs", "check", f"{plfs_url}/crash"]) == 0
-    with hpcbridge.plfs.open(f"{plfs_url}/crash", "rb", webhdfs=webhdfs) as f:
+    with hpcbridge.plfs.open(f"{plfs_url}/crash", "rb", **hdfs_options) as f:
         data = f.read()
     assert len(data) >= synced * 1000
     for i in range(synced):  # every byte synced before the kill reads back right
         assert data[i * 1000:(i + 1) * 1000] == bytes([i % 251 + 1]) * 1000
 
 
-def test_corrupt_index_record_on_hdfs(plfs_url, webhdfs, hdfs):
+def test_corrupt_index_record_on_hdfs(plfs_url, hdfs_options, hdfs):
     from hpcbridge.plfs.container import PlfsCorruptionError
 
-    writers = [hpcbridge.plfs.open(f"{plfs_url}/bad", "wb", shared=True, webhdfs=webhdfs) for _ in range(3)]
+    writers = [hpcbridge.plfs.open(f"{plfs_url}/bad", "wb", shared=True, **hdfs_options) for _ in range(3)]
     for r, w in enumerate(writers):
         w.pwrite(bytes([r + 1]) * 100, r * 100)
         w.close()
-    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs)
+    fs = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", **hdfs_options)
     path = "/tests/" + plfs_url.split("/tests/")[1] + "/bad"
     victim_writer, _, victim = fs.container(path).index_logs()[0]
     raw = bytearray(hdfs.read_bytes(victim))
@@ -121,7 +120,7 @@ def test_corrupt_index_record_on_hdfs(plfs_url, webhdfs, hdfs):
     hdfs.write_bytes(victim, bytes(raw))  # HDFS has no in-place write: rewrite the log
     with pytest.raises(PlfsCorruptionError, match=r"corrupt index: hdfs://\S+: record 0: checksum mismatch"):
         fs.read_bytes(path)
-    data = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", webhdfs=webhdfs, on_corruption="skip").read_bytes(path)
+    data = hpcbridge.connect(plfs_url.split("/tests/")[0] + "/", **hdfs_options, on_corruption="skip").read_bytes(path)
     data = data.ljust(300, b"\0")  # dropping the last writer's record also shortens the file
     for r, w in enumerate(writers):
         expected = bytes(100) if w.writer_id == victim_writer else bytes([r + 1]) * 100
@@ -130,7 +129,7 @@ def test_corrupt_index_record_on_hdfs(plfs_url, webhdfs, hdfs):
 
 _FLUSH_THEN_KILL = textwrap.dedent("""
     import os, signal, sys, hpcbridge.plfs
-    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2])
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2], driver=sys.argv[3])
     for i in range(189):
         f.pwrite(bytes([i % 251 + 1]) * 1024, i * 1024)
     f.flush()  # flush, not sync: on HDFS it must still keep these bytes when the writer dies
@@ -139,40 +138,40 @@ _FLUSH_THEN_KILL = textwrap.dedent("""
 """)
 _WRITE_AND_CLOSE = textwrap.dedent("""
     import sys, hpcbridge.plfs
-    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2])
+    f = hpcbridge.plfs.open(sys.argv[1], "wb", shared=True, webhdfs=sys.argv[2], driver=sys.argv[3])
     f.pwrite(b"N" * 1024, 0)
     f.close()
 """)
 
 
-def test_flushed_data_survives_a_killed_writer_on_hdfs_and_a_later_process_wins(plfs_url, webhdfs):
+def test_flushed_data_survives_a_killed_writer_on_hdfs_and_a_later_process_wins(plfs_url, hdfs_options):
     """The integrity review's cases 3 and 1 on HDFS: flush() and SIGKILL left data but an empty
     index (size 0 after recovery); a new process's write at the same offset lost to the dead one."""
     from hpcbridge.cli.main import main
 
     url = f"{plfs_url}/flushed"
-    killed = subprocess.run([sys.executable, "-c", _FLUSH_THEN_KILL, url, webhdfs], timeout=120)
+    killed = subprocess.run([sys.executable, "-c", _FLUSH_THEN_KILL, url, *_args(hdfs_options)], timeout=120)
     assert killed.returncode == -signal.SIGKILL
     assert main(["plfs", "recover", url]) == 0
     expected = bytearray(b"".join(bytes([i % 251 + 1]) * 1024 for i in range(189)))
-    with hpcbridge.plfs.open(url, "rb", webhdfs=webhdfs) as f:
+    with hpcbridge.plfs.open(url, "rb", **hdfs_options) as f:
         assert f.read() == expected
     assert main(["plfs", "check", "--deep", url]) == 0
-    done = subprocess.run([sys.executable, "-c", _WRITE_AND_CLOSE, url, webhdfs], timeout=120)
+    done = subprocess.run([sys.executable, "-c", _WRITE_AND_CLOSE, url, *_args(hdfs_options)], timeout=120)
     assert done.returncode == 0
     expected[:1024] = b"N" * 1024
-    with hpcbridge.plfs.open(url, "rb", webhdfs=webhdfs) as f:
+    with hpcbridge.plfs.open(url, "rb", **hdfs_options) as f:
         assert f.read() == expected
 
 
-def test_integrity_checks_on_hdfs(plfs_url, webhdfs, hdfs, hdfs_cluster):
+def test_integrity_checks_on_hdfs(plfs_url, hdfs_options, hdfs, hdfs_cluster):
     """The integrity review's cases on HDFS backing: a flipped data byte, an index log cut
     short, a container opened through one of its two volumes, a vanished log directory."""
     from hpcbridge.plfs.container import MissingVolumesError, PlfsCorruptionError
 
     root = plfs_url.split("127.0.0.1:")[1].split("/", 1)[1]
     base = f"plfs+hdfs://127.0.0.1:{hdfs_cluster.info.rpc_port}"
-    fs = hpcbridge.connect(f"{base}/", webhdfs=webhdfs)
+    fs = hpcbridge.connect(f"{base}/", **hdfs_options)
     path = f"/{root}/ck"
     with fs.open(path, "wb") as f:
         for i in range(30):
@@ -193,14 +192,14 @@ def test_integrity_checks_on_hdfs(plfs_url, webhdfs, hdfs, hdfs_cluster):
     hdfs.write_bytes(index_log, good_index)
     assert fs.read_bytes(path) == b"".join(bytes([i + 1]) * 10_000 for i in range(30))
 
-    two = hpcbridge.connect(f"{base}/{root}/a,/{root}/b", webhdfs=webhdfs, writers_hint=4)
+    two = hpcbridge.connect(f"{base}/{root}/a,/{root}/b", **hdfs_options, writers_hint=4)
     hdfs.mkdir(f"/{root}/a")
     hdfs.mkdir(f"/{root}/b")
     for r in range(2):
         with two.open_writer("/ck", writer_id=r) as w:
             w.pwrite(bytes([r + 1]) * 100, r * 100)
     with pytest.raises(MissingVolumesError, match=rf"missing hdfs://127.0.0.1:\d+/{root}/b/ck"):
-        hpcbridge.plfs.open(f"{base}/{root}/a/ck", "rb", webhdfs=webhdfs)
+        hpcbridge.plfs.open(f"{base}/{root}/a/ck", "rb", **hdfs_options)
 
     f = fs.open(f"/{root}/gone", "wb")
     f.pwrite(b"x" * 100, 0)

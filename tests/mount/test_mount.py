@@ -226,7 +226,8 @@ def test_read_only_mount_refuses_writes_with_erofs(plfs_posix_mount, tmp_path):
         gen.close()
 
 
-def test_plain_hdfs_mount_write_once_semantics(hdfs_cluster, hdfs, hdfs_root):
+def test_plain_hdfs_mount_write_once_semantics(hdfs_cluster, hdfs_admin, hdfs_root):
+    hdfs = hdfs_admin  # the mount daemon uses the default driver
     from .conftest import _skip_without_fuse, mounted
 
     _skip_without_fuse()
