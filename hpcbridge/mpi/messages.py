@@ -28,6 +28,7 @@ class Message:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the message moves (the length of its contiguous staging buffer)."""
         return len(self.data)
 
     def finish(self, count: int | None = None) -> None:

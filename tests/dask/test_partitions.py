@@ -121,10 +121,11 @@ def test_bad_inputs_name_the_url(tmp_path):
         hd.teragen(f"file://{tmp_path}/out", 10, files=11)
     with pytest.raises(FileExistsError, match="teragen output .*tmp.* exists"):
         hd.teragen(f"file://{tmp_path}", 10)
-    import re
 
-    with pytest.raises(re.error):
+    with pytest.raises(ValueError, match=r"invalid grep regular expression '\(unclosed'"):
         hd.grep(url, "(unclosed")
+    with pytest.raises(ValueError, match=r"invalid word regular expression '\['"):
+        hd.wordcount(url, word="[")
 
 
 def test_glob_patterns(tmp_path):
