@@ -259,7 +259,8 @@ class HdfsFileSystem(FileSystem):
     user:
         HDFS user (default: the URL's user, else ``$HADOOP_USER_NAME``, else the OS user).
     driver:
-        ``"native"`` (hdfs-native), ``"libhdfs"`` (pyarrow's JNI client) or ``"auto"``.
+        ``"native"`` (hdfs-native), ``"libhdfs"`` (pyarrow's JNI client) or ``"auto"``; default
+        ``$HPCBRIDGE_HDFS_DRIVER``, else ``"auto"`` (how the CLI and tools pick one).
     readahead:
         Readahead window for sequential reads, bytes (default 4 MiB; 0 turns it off).
     prefetch:
@@ -297,7 +298,7 @@ class HdfsFileSystem(FileSystem):
     _instances: "weakref.WeakValueDictionary[tuple, HdfsFileSystem]" = weakref.WeakValueDictionary()
     _instances_lock = threading.Lock()
 
-    def __init__(self, netloc: str = "", *, user: str | None = None, driver: str = "auto",
+    def __init__(self, netloc: str = "", *, user: str | None = None, driver: str | None = None,
                  readahead: int = DEFAULT_READAHEAD, prefetch: bool = False, replication: int | None = None,
                  block_size: int | None = None, webhdfs: str | None = None, timeout: float = 8.0,
                  io_timeout: float = 60.0, threads: int = 8, config: dict | None = None):
@@ -305,6 +306,7 @@ class HdfsFileSystem(FileSystem):
             raise InvalidURLError(f"hdfs:// URLs need a NameNode: hdfs://host:port/path, got netloc {netloc!r}")
         userinfo, host, port = split_netloc(netloc, f"hdfs://{netloc}")
         hostport = netloc.rpartition("@")[2]
+        driver = driver or os.environ.get("HPCBRIDGE_HDFS_DRIVER") or "auto"
         if driver not in ("auto", "native", "libhdfs"):
             raise ValueError(f"driver must be 'auto', 'native' or 'libhdfs', got {driver!r}")
         if readahead < 0 or (replication is not None and replication < 1) or (block_size is not None and block_size <= 0):
