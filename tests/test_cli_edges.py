@@ -10,13 +10,7 @@ import time
 
 import pytest
 
-from hpcbridge.cli.main import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from .test_cli import run
 
 
 @pytest.fixture
