@@ -159,3 +159,19 @@ def test_signals_stop_a_copy_cleanly(tmp_path, signum, status):
     assert proc.returncode == status, err
     assert ("interrupted" if signum == signal.SIGINT else "terminated") in err.decode()
     assert list(out.iterdir()) == []
+
+
+def test_enospc_on_put_names_the_destination(capsys, tmp_path):
+    # "[Errno 28] No space left on device" used to come without the URL the docs promise.
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root): no ENOSPC to provoke")
+    try:
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(3 << 20))
+        code, _, err = run(capsys, "put", "--no-progress", str(big), f"file://{small}/big.bin")
+        assert code == 1 and "No space left on device" in err and f"file://{small}/" in err
+        assert list(small.iterdir()) == []  # the partial file went with the failure
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)
