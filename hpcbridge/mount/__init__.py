@@ -21,6 +21,8 @@ import sys
 import time
 import types
 
+from ..processes import alive
+
 __all__ = ["mount", "unmount", "Mount", "MountError", "mounts", "FSTYPE"]
 
 #: The type the kernel lists for these mounts in /proc/mounts.
@@ -61,20 +63,6 @@ def mounts() -> dict[str, str]:
 def is_mounted(mountpoint: str) -> bool:
     """Whether ``mountpoint`` is an hpcbridge mount."""
     return os.path.realpath(mountpoint) in mounts()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _read_pid(pid_file: str) -> int | None:
@@ -195,7 +183,7 @@ def unmount(mountpoint: str, timeout: float = 10.0) -> None:
     pid_file, _ = _files(target)
     pid = _read_pid(pid_file)
     if target not in mounts():
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             _stop(pid, time.monotonic() + 2)
         if pid is not None:
             _remove(pid_file)
@@ -224,17 +212,17 @@ def unmount(mountpoint: str, timeout: float = 10.0) -> None:
 
 
 def _stop(pid: int, deadline: float) -> None:
-    while _alive(pid) and time.monotonic() < deadline - 1:
+    while alive(pid) and time.monotonic() < deadline - 1:
         time.sleep(0.02)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not _alive(pid):
+        if not alive(pid):
             return
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             return
         end = time.monotonic() + 0.5
-        while _alive(pid) and time.monotonic() < end:
+        while alive(pid) and time.monotonic() < end:
             time.sleep(0.02)
 
 

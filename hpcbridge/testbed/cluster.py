@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape
 from ..errors import HpcbridgeError
 from ..fs.webhdfs import register_namenode, unregister_namenode
 from .hadoop import ensure_hadoop, java_command
-from .processes import alive, stop_pid
+from ..processes import alive, stop_pid
 
 __all__ = ["HdfsCluster", "ClusterInfo", "DataNodeInfo", "TestbedError", "default_dir"]
 

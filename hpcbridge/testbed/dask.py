@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .processes import alive, stop_pid
+from ..processes import alive, stop_pid
 
 __all__ = ["DaskInfo", "DaskWorkerInfo", "start_dask", "stop_dask", "dask_status", "WORK_STEALING"]
 

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("distributed", reason="the Dask testbed needs distributed: pip install 'hpcbridge[dask]'")
 
 from hpcbridge.cli.main import main  # noqa: E402
-from hpcbridge.testbed.processes import alive as _alive  # noqa: E402
+from hpcbridge.processes import alive as _alive  # noqa: E402
 
 pytestmark = pytest.mark.hdfs
 

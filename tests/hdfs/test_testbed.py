@@ -7,7 +7,7 @@ import pytest
 
 from hpcbridge.cli.main import main
 from hpcbridge.testbed import HdfsCluster, TestbedError
-from hpcbridge.testbed.processes import alive as _alive
+from hpcbridge.processes import alive as _alive
 
 pytestmark = pytest.mark.hdfs
 

@@ -8,6 +8,7 @@ import sys
 
 import hpcbridge
 import hpcbridge.plfs
+from hpcbridge.processes import alive
 
 from .conftest import _skip_without_fuse
 
@@ -35,7 +36,7 @@ def test_mount_returns_live_and_umount_detaches(tmp_path):
         run = _cli("umount", str(mnt))
     assert run.returncode == 0, run.stderr
     assert str(mnt) not in hpcbridge.mount.mounts()
-    assert not hpcbridge.mount._alive(info["pid"])  # the daemon is gone (at most a zombie of its old parent)
+    assert not alive(info["pid"])  # the daemon is gone (at most a zombie of its old parent)
     with hpcbridge.plfs.open(f"plfs+file://{back}/x.bin") as f:
         assert f.read() == b"through the mount"
 

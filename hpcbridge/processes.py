@@ -1,4 +1,5 @@
-"""Process helpers of the testbed: is a pid alive, stop it by pid (TERM, then KILL)."""
+"""Process helpers shared by the testbed and the mount (both manage daemons by pid): is a pid
+alive, stop it by pid (TERM, then KILL). Knows nothing else of hpcbridge."""
 
 from __future__ import annotations
 
