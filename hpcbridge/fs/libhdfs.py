@@ -449,12 +449,7 @@ class LibhdfsDriver:
         """Make directory ``path``; its parent must exist unless ``create_parent`` (POSIX mkdir)."""
         self._check(f"mkdir {path}")
         if not create_parent:  # Java's mkdirs always creates parents; POSIX mkdir does not
-            parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
-            try:
-                if not self.get_file_info(parent).isdir:
-                    raise NotADirectoryError(f"Parent path is not a directory: {parent}")
-            except FileNotFoundError:
-                raise FileNotFoundError(f"Parent directory doesn't exist: {parent}") from None
+            self._require_parent(path, "Parent path is not a directory", "Parent directory doesn't exist")
         if self._lib.hdfsCreateDirectory(self._fs, path.encode()):
             raise _error(path, "mkdir")
 
@@ -470,13 +465,19 @@ class LibhdfsDriver:
         self._check(f"rename {src}")
         if self._lib.hdfsRename(self._fs, src.encode(), dst.encode()):
             error = _error(src, "rename")
-            parent = dst.rstrip("/").rsplit("/", 1)[0] or "/"
-            try:
-                if not self.get_file_info(parent).isdir:
-                    raise NotADirectoryError(f"rename destination's parent is not a directory: {parent}")
-            except FileNotFoundError:
-                raise FileNotFoundError(f"rename destination's parent does not exist: {parent}") from None
+            self._require_parent(dst, "rename destination's parent is not a directory",
+                                 "rename destination's parent does not exist")
             raise error
+
+    def _require_parent(self, path: str, not_a_directory: str, missing: str) -> None:
+        """Raise NotADirectoryError / FileNotFoundError (``message: parent``) unless the parent
+        directory of ``path`` exists."""
+        parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
+        try:
+            if not self.get_file_info(parent).isdir:
+                raise NotADirectoryError(f"{not_a_directory}: {parent}")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{missing}: {parent}") from None
 
     def set_permission(self, path: str, permission: int) -> None:
         """chmod (hdfsChmod)."""
