@@ -585,13 +585,6 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _report_error(json_mode: bool, command: str, exc: BaseException, kind: str | None = None) -> None:
-    if json_mode:
-        print(json.dumps({"error": str(exc), "type": kind or type(exc).__name__}))
-    else:
-        print(f"hpcbridge {command}: {kind or type(exc).__name__}: {exc}", file=sys.stderr)
-
-
 def _run(parser: argparse.ArgumentParser, argv: list[str], json_mode: bool) -> int:
     try:
         args = parser.parse_args(argv)
@@ -609,7 +602,10 @@ def _run(parser: argparse.ArgumentParser, argv: list[str], json_mode: bool) -> i
     except (OSError, ValueError, HpcbridgeError, TypeError) as exc:
         if isinstance(exc, BrokenPipeError):
             raise
-        _report_error(args.json, args.command, exc)
+        if args.json:
+            print(json.dumps({"error": str(exc), "type": type(exc).__name__}))
+        else:
+            print(f"hpcbridge {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
