@@ -20,6 +20,23 @@ def test_call_returns_results_and_raises_errors():
         pool.call(5, "fail", {}.__getitem__, "x")
 
 
+def test_an_idle_thread_keeps_no_reference_to_a_calls_arguments():
+    """A view of the caller's buffer passed to a call is released when the call returns, so the
+    caller can resize the buffer (RawFile.pread trims its bytearray: BufferError otherwise)."""
+    pool = CallPool(1, "svc")
+    buffer = bytearray(8)
+
+    def fill(view):
+        view[:3] = b"abc"
+        return 3
+
+    for _ in range(3):  # the same (now idle) thread each time
+        n = pool.call(5, "fill", fill, memoryview(buffer)[:5])
+        del buffer[n:]
+        assert buffer == b"abc"
+        buffer.extend(bytes(5))
+
+
 def test_call_times_out_with_backend_unavailable():
     pool = CallPool(1, "hdfs://dead:1")
     started = time.monotonic()
