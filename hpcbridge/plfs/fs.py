@@ -29,6 +29,7 @@ from ..fs.registry import backend_class
 from ..fs.types import BlockLocation, Capabilities, FileInfo, FileType
 from ..fs.url import URL, format_url, normalize_path, parse_url
 from .container import Container
+from .format import MARKER
 from .reader import VERIFY_MODES, PlfsReader, load_index
 from .writer import PlfsWriter, advance_sequence
 
@@ -250,6 +251,13 @@ class PlfsFileSystem(FileSystem):
     def _is_container(self, path: str) -> bool:
         return Container.is_container(self.backing, self._backing_paths(path)[0])
 
+    def _marker_info(self, canonical: str) -> FileInfo | None:
+        """The backing info of the container marker in directory ``canonical`` (None: not a container)."""
+        try:
+            return self.backing.info(f"{canonical.rstrip('/')}/{MARKER}")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
     # -- core ---------------------------------------------------------------------------------
     def _info(self, path: str) -> FileInfo:
         canonical = self._backing_paths(path)[0]
@@ -257,16 +265,19 @@ class PlfsFileSystem(FileSystem):
             backing_info = self.backing.info(canonical)
         except FileNotFoundError:
             raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
-        if backing_info.is_dir and self._is_container(path):
+        marker_info = self._marker_info(canonical) if backing_info.is_dir else None
+        if marker_info is not None:
             container = self.container(path)
             container.marker  # opened through all its volumes, or MissingVolumesError
             size = container.summary_size()
             if size is None:  # a writer is open (or crashed): only the index tells
                 size = load_index(container, "skip")[0].size
+            # Replication and block size are the logs': the marker is a file made like them (the
+            # directory's are not: HDFS gives directories replication 0).
             return FileInfo(path, self.url(path), FileType.FILE, size, backing_info.mtime,
                             stat.S_IFREG | (backing_info.mode & 0o666 or 0o644), backing_info.owner,
-                            backing_info.group, backing_info.uid, backing_info.gid, backing_info.replication,
-                            backing_info.block_size)
+                            backing_info.group, backing_info.uid, backing_info.gid, marker_info.replication,
+                            marker_info.block_size)
         # A directory, or a plain backing file that is not a PLFS file (reported as "other").
         kind = FileType.DIRECTORY if backing_info.is_dir else FileType.OTHER
         return FileInfo(path, self.url(path), kind, 0 if backing_info.is_dir else backing_info.size,
