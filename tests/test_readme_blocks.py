@@ -3,8 +3,10 @@
 Three tests run blocks as written: tests/test_readme_short_tour.py (from "## A short tour" to the
 HDFS tour), tests/hdfs/test_readme_tour.py (the HDFS tour's block) and
 tests/hdfs/test_readme_dask_tour.py (from "The Dask, mount and array tour" to "## Layout of the
-repository"). Any other block must carry the marker ``<!-- readme: illustrative -->`` on the line
-above it, and the paragraph introducing it must tell the reader it is not run as written.
+repository"); tests/test_readme_mpi.py runs the blocks marked ``<!-- readme: mpirun -n 4 -->``
+(MPI programs) under ``mpirun -n 4``. Any other block must carry the marker
+``<!-- readme: illustrative -->`` on the line above it, and the paragraph introducing it must tell
+the reader it is not run as written.
 """
 
 import re
@@ -12,6 +14,7 @@ from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 MARKER = "<!-- readme: illustrative -->"
+MPI_MARKER = "<!-- readme: mpirun -n 4 -->"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 
 
@@ -31,7 +34,7 @@ def classify(text: str) -> list[tuple[str, int, str]]:
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        if any(a <= m.start() < b for a, b in regions):
+        if any(a <= m.start() < b for a, b in regions) or before == MPI_MARKER:
             status = "run"
         elif before == MARKER:
             status = "illustrative"
@@ -48,7 +51,7 @@ def test_every_readme_block_is_run_or_marked_illustrative():
     unaccounted = [(kind, line) for kind, line, status in blocks if status == "unaccounted"]
     assert not unaccounted, f"README blocks neither run by a test nor marked {MARKER}: {unaccounted}"
     run = [b for b in blocks if b[2] == "run"]
-    assert sum(kind == "python" for kind, _, _ in run) >= 4 and len(run) >= 9
+    assert sum(kind == "python" for kind, _, _ in run) >= 6 and len(run) >= 11
 
 
 def test_illustrative_blocks_say_so_and_run_blocks_carry_no_marker():
@@ -60,7 +63,7 @@ def test_illustrative_blocks_say_so_and_run_blocks_carry_no_marker():
         paragraph = head[:-len(MARKER)].rstrip("\n").rsplit("\n\n", 1)[-1]
         assert re.search(r"not run", paragraph), paragraph  # visible to the reader, not only the marker
     for a, b in _regions(text):
-        assert MARKER not in text[a:b]
+        assert MARKER not in text[a:b] and MPI_MARKER not in text[a:b]
 
 
 def test_a_new_unmarked_block_is_caught():
