@@ -1,0 +1,228 @@
+"""The xarray engine "hpcbridge" (hpcbridge/dask/xarray_backend.py): xarray.open_dataset on hpcbridge
+URLs, against xarray's own h5netcdf engine and h5py on the original local file."""
+
+import io
+import pickle
+import textwrap
+import uuid
+from importlib.metadata import entry_points
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
+xr = pytest.importorskip("xarray", reason="NetCDF-4 datasets need xarray: pip install 'hpcbridge[hdf5]'")
+h5netcdf = pytest.importorskip("h5netcdf", reason="NetCDF-4 datasets need h5netcdf: pip install 'hpcbridge[hdf5]'")
+pytest.importorskip("dask.array")
+
+import hpcbridge  # noqa: E402
+from hpcbridge.dask.xarray_backend import HpcbridgeBackendEntrypoint, claims  # noqa: E402
+from hpcbridge.fs.transfer import copy_file  # noqa: E402
+from hpcbridge.hdf5 import HDF5Error, NotHDF5Error  # noqa: E402
+from xarray.backends import plugins  # noqa: E402
+
+ENGINE = HpcbridgeBackendEntrypoint
+
+
+@pytest.fixture(scope="module")
+def netcdf(tmp_path_factory):
+    """A CF NetCDF-4 file (packed gzip+shuffle chunked variable, contiguous one, times, a group),
+    and a copy of it named ``.h5`` (a name xarray's netCDF engines do not claim)."""
+    base = tmp_path_factory.mktemp("xrb")
+    path = base / "climate.nc"
+    rng = np.random.default_rng(11)
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"time": 6, "lat": 30, "lon": 40}
+        f.attrs["title"] = "hpcbridge engine test"
+        t = f.create_variable("time", ("time",), "f8")
+        t[:] = np.arange(6) * 30.0
+        t.attrs["units"] = "days since 2000-01-01"
+        f.create_variable("lat", ("lat",), "f4")[:] = np.linspace(-87, 87, 30)
+        f.create_variable("lon", ("lon",), "f4")[:] = np.arange(40) * 9.0
+        packed = rng.integers(-30000, 30000, size=(6, 30, 40)).astype("i2")
+        packed[1, :2, :4] = -32767
+        v = f.create_variable("tas", ("time", "lat", "lon"), "i2", chunks=(2, 15, 20), compression="gzip",
+                              shuffle=True)
+        v[:] = packed
+        v.attrs.update({"scale_factor": 0.01, "add_offset": 280.0, "_FillValue": np.int16(-32767), "units": "K"})
+        f.create_variable("pr", ("time", "lat", "lon"), "f8")[:] = rng.gamma(2.0, size=(6, 30, 40))
+        g = f.create_group("ocean")
+        g.dimensions = {"depth": 5}
+        g.create_variable("sst", ("depth", "lon"), "f4", chunks=(5, 10), compression="gzip")[:] = \
+            rng.normal(size=(5, 40)).astype("f4")
+    h5 = base / "climate.h5"
+    h5.write_bytes(path.read_bytes())
+    return str(path)
+
+
+def expected(path, group=None, **kw):
+    return xr.open_dataset(path, engine="h5netcdf", group=group, **kw).load()
+
+
+def _h5(path):
+    return path[:-3] + ".h5"
+
+
+@pytest.mark.parametrize("form", ["file://{}", "hpcbridge+file://{}", "{}"])
+def test_values_equal_h5netcdf_on_the_local_file(netcdf, form):
+    url = form.format(netcdf)
+    with xr.open_dataset(url, engine=ENGINE) as ds:
+        assert ds.encoding["source"] == url
+        xr.testing.assert_identical(ds.load(), expected(netcdf))
+    with xr.open_dataset(url, engine=ENGINE, group="ocean") as ds:
+        xr.testing.assert_identical(ds.load(), expected(netcdf, "ocean"))
+    with xr.open_dataset(url, engine=ENGINE, mask_and_scale=False, decode_times=False) as raw, \
+            h5py.File(netcdf, "r") as f:
+        assert raw.tas.dtype == np.int16
+        np.testing.assert_array_equal(raw.tas.values, f["tas"][...])
+        np.testing.assert_array_equal(raw.pr.values, f["pr"][...])
+        np.testing.assert_array_equal(raw.time.values, f["time"][...])
+
+
+def test_chunks_as_xarray_does(netcdf):
+    ref = expected(netcdf)
+    with xr.open_dataset(f"hpcbridge+file://{netcdf}", engine=ENGINE, chunks={"time": 2}) as ds, \
+            xr.open_dataset(netcdf, engine="h5netcdf", chunks={"time": 2}) as local:
+        assert ds.tas.chunks == local.tas.chunks and ds.tas.chunks[0] == (2, 2, 2)
+        np.testing.assert_allclose(float(ds.tas.mean()), float(ref.tas.mean()), rtol=1e-12)
+        xr.testing.assert_identical(ds.load(), ref)
+    with xr.open_dataset(f"file://{netcdf}", engine=ENGINE, chunks={}) as ds:  # the stored chunks
+        assert ds.tas.chunks == ((2, 2, 2), (15, 15), (20, 20))
+
+
+def test_plfs_container(netcdf, tmp_path):
+    url = f"plfs+file://{tmp_path}/c.nc"
+    fs, target = hpcbridge.url_to_fs(url)
+    copy_file(hpcbridge.connect("file://"), netcdf, fs, target)
+    with xr.open_dataset(url, engine=ENGINE, chunks={"lat": 15}) as ds:
+        assert ds.tas.chunks[1] == (15, 15)
+        xr.testing.assert_identical(ds.load(), expected(netcdf))
+    with xr.open_dataset(url, engine=ENGINE, group="/ocean") as ds:
+        xr.testing.assert_identical(ds.load(), expected(netcdf, "ocean"))
+
+
+def test_pickled_dataset_reopens_its_file_and_close_closes_it(netcdf):
+    ref = expected(netcdf)
+    ds = xr.open_dataset(f"hpcbridge+file://{netcdf}", engine=ENGINE, chunks={"time": 4})
+    copy = pickle.loads(pickle.dumps(ds))  # as dask.distributed ships it to a worker
+    try:
+        xr.testing.assert_identical(copy.load(), ref)
+        closer = ds._close
+        ds.close()
+        assert closer._file.closed
+        with pytest.raises(RuntimeError):  # xarray refuses reads of a closed file
+            ds.tas.values
+    finally:
+        copy.close()
+
+
+def test_guess_engine_claims_hpcbridge_and_plfs_schemes(netcdf, tmp_path, monkeypatch):
+    """Without engine=: the entry point of a temporary distribution (as `pip install` writes it)
+    makes xarray pick the engine by scheme."""
+    for url in ("hpcbridge+hdfs://nn:9820/a.h5", "HPCBRIDGE+file:///a", "plfs+hdfs://nn:9820/x/chk",
+                "plfs+file:///a.nc", "hpcbridge+plfs+hdfs://nn:1/x"):
+        assert claims(url), url
+    for other in ("hdfs://nn:9820/a.h5", "/tmp/a.h5", "file:///a.nc", "s3://b/a.nc", "plfs+file:/a",
+                  io.BytesIO(b"x"), b"hpcbridge+file:///a"):
+        assert not claims(other), other
+    dist = tmp_path / "hpcbridge_engine_test-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hpcbridge-engine-test\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent("""\
+        [xarray.backends]
+        hpcbridge = hpcbridge.dask.xarray_backend:HpcbridgeBackendEntrypoint
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins.refresh_engines()
+    try:
+        assert isinstance(plugins.list_engines()["hpcbridge"], HpcbridgeBackendEntrypoint)
+        h5 = _h5(netcdf)
+        with xr.open_dataset(f"hpcbridge+file://{h5}") as ds:
+            xr.testing.assert_identical(ds.load(), expected(netcdf))
+        fs, target = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/chk")
+        copy_file(hpcbridge.connect("file://"), netcdf, fs, target)
+        with xr.open_dataset(f"plfs+file://{tmp_path}/chk", group="ocean") as ds:
+            xr.testing.assert_identical(ds.load(), expected(netcdf, "ocean"))
+        with xr.open_dataset(f"file://{netcdf}", engine="hpcbridge") as ds:
+            xr.testing.assert_identical(ds.load(), expected(netcdf))
+        # The limitation docs/arrays.md states: a name ending in .nc/.nc4/.cdf is claimed first by
+        # xarray's own h5netcdf engine (by extension; it is ordered before every installed engine).
+        assert plugins.guess_engine(f"hpcbridge+file://{netcdf}") == "h5netcdf"
+        assert plugins.guess_engine(f"hpcbridge+file://{h5}") == "hpcbridge"
+    finally:
+        monkeypatch.undo()
+        plugins.refresh_engines()
+
+
+def test_installed_entry_point():
+    """Needs the package installed with its current metadata (`pip install -e .`)."""
+    ours = [ep for ep in entry_points(group="xarray.backends") if ep.name == "hpcbridge"]
+    assert [ep.value for ep in ours] == ["hpcbridge.dask.xarray_backend:HpcbridgeBackendEntrypoint"]
+    plugins.refresh_engines()
+    assert isinstance(xr.backends.list_engines()["hpcbridge"], HpcbridgeBackendEntrypoint)
+
+
+def test_clear_errors(netcdf, tmp_path):
+    for url in (f"file://{tmp_path}/nope.nc", f"hpcbridge+file://{tmp_path}/nope.nc",
+                f"plfs+file://{tmp_path}/nope.nc"):
+        with pytest.raises(FileNotFoundError) as info:
+            xr.open_dataset(url, engine=ENGINE)
+        assert url in str(info.value)
+    classic = tmp_path / "classic.nc"
+    classic.write_bytes(b"CDF\x01" + b"\0" * 2000)  # NetCDF-3 classic: not HDF5
+    with pytest.raises(NotHDF5Error, match=f"file://{classic} is not an HDF5 file"):
+        xr.open_dataset(f"file://{classic}", engine=ENGINE)
+    assert issubclass(NotHDF5Error, ValueError)
+    text = tmp_path / "notes.h5"
+    text.write_text("just text\n" * 100)
+    with pytest.raises(ValueError, match=f"hpcbridge\\+file://{text} is not an HDF5 file"):
+        xr.open_dataset(f"hpcbridge+file://{text}", engine=ENGINE)
+    cut = tmp_path / "cut.nc"  # an HDF5 signature, then the file ends
+    with open(netcdf, "rb") as f:
+        cut.write_bytes(f.read(3000))
+    with pytest.raises(HDF5Error, match=f"file://{cut} cannot be opened as NetCDF-4 / HDF5"):
+        xr.open_dataset(f"file://{cut}", engine=ENGINE)
+    with pytest.raises(OSError, match="has no group 'deep'"):
+        xr.open_dataset(f"file://{netcdf}", engine=ENGINE, group="deep")
+    with pytest.raises(TypeError, match="opens URLs"):
+        xr.open_dataset(io.BytesIO(b"\x89HDF\r\n\x1a\n"), engine=ENGINE)
+
+
+@pytest.mark.hdfs
+def test_hdfs_and_plfs_on_hdfs(hdfs_cluster, hdfs_options, hdfs_root, netcdf):
+    """Both HDFS drivers: hdfs://, its fsspec spelling hpcbridge+hdfs://, and a PLFS container on
+    HDFS, all equal to xarray on the local file."""
+    netloc = f"127.0.0.1:{hdfs_cluster.info.rpc_port}"
+    ref, ocean = expected(netcdf), expected(netcdf, "ocean")
+    for url in (f"hdfs://{netloc}{hdfs_root}/climate.nc", f"plfs+hdfs://{netloc}{hdfs_root}/plfs.nc"):
+        fs, target = hpcbridge.url_to_fs(url, **hdfs_options)
+        copy_file(hpcbridge.connect("file://"), netcdf, fs, target)
+    for url in (f"hdfs://{netloc}{hdfs_root}/climate.nc", f"hpcbridge+hdfs://{netloc}{hdfs_root}/climate.nc",
+                f"plfs+hdfs://{netloc}{hdfs_root}/plfs.nc"):
+        with xr.open_dataset(url, engine=ENGINE, storage_options=hdfs_options, chunks={"time": 2}) as ds:
+            assert ds.tas.chunks[0] == (2, 2, 2)
+            xr.testing.assert_identical(ds.load(), ref)
+        with xr.open_dataset(url, engine=ENGINE, storage_options=hdfs_options, group="ocean") as ds:
+            xr.testing.assert_identical(ds.load(), ocean)
+    missing = f"hpcbridge+hdfs://{netloc}{hdfs_root}/nope.nc"
+    with pytest.raises(FileNotFoundError, match=missing.replace("+", "\\+")):
+        xr.open_dataset(missing, engine=ENGINE, storage_options=hdfs_options)
+
+
+@pytest.mark.hdfs
+def test_chunks_compute_on_distributed_workers(dask_testbed, netcdf):
+    """chunks= arrays computed by the testbed's worker processes, which open the file again."""
+    client = dask_testbed.client
+    netloc = dask_testbed.url.split("://", 1)[1]
+    root = f"/tests/xrb-{uuid.uuid4().hex[:8]}"
+    url = f"hpcbridge+hdfs://{netloc}{root}/climate.nc"
+    fs, path = hpcbridge.url_to_fs(url[len("hpcbridge+"):], **dask_testbed.storage_options)
+    fs.mkdir(root, parents=True)
+    try:
+        copy_file(hpcbridge.connect("file://"), netcdf, fs, path)
+        with xr.open_dataset(url, engine=ENGINE, storage_options=dask_testbed.storage_options,
+                             chunks={"time": 2}) as ds:
+            total = client.compute(ds.tas.sum(), sync=True)
+            np.testing.assert_allclose(float(total), float(expected(netcdf).tas.sum()), rtol=1e-12)
+    finally:
+        dask_testbed.fs().rm(root, recursive=True)
