@@ -135,11 +135,9 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
             raise
         return f
 
-    def open_dataset(self, filename_or_obj, *, mask_and_scale=True, decode_times=True, concat_characters=True,
-                     decode_coords=True, drop_variables=None, use_cftime=None, decode_timedelta=None,
-                     format="NETCDF4", group=None, lock=None, invalid_netcdf=None, phony_dims=None,
-                     decode_vlen_strings=True, storage_options=None):
-        """The dataset at URL ``filename_or_obj`` (xarray calls this; see the class)."""
+    def _delegate(self, filename_or_obj, storage_options, method: str, group, **kwargs) -> dict:
+        """``{name: dataset}`` from the h5netcdf engine's ``method`` called on the opened file, each
+        dataset closing the file when it closes; errors of h5netcdf / h5py named with the URL."""
         from xarray.backends.h5netcdf_ import H5netcdfBackendEntrypoint
 
         from ..hdf5 import HDF5Error
@@ -147,11 +145,7 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
         f = self._open(filename_or_obj, storage_options)
         url = f.url
         try:
-            ds = H5netcdfBackendEntrypoint().open_dataset(
-                f, mask_and_scale=mask_and_scale, decode_times=decode_times, concat_characters=concat_characters,
-                decode_coords=decode_coords, drop_variables=drop_variables, use_cftime=use_cftime,
-                decode_timedelta=decode_timedelta, format=format, group=group, lock=lock,
-                invalid_netcdf=invalid_netcdf, phony_dims=phony_dims, decode_vlen_strings=decode_vlen_strings)
+            out = getattr(H5netcdfBackendEntrypoint(), method)(f, group=group, **kwargs)
         except BaseException as exc:
             f.close()
             if isinstance(exc, (OSError, ValueError)) and not isinstance(exc, (HDF5Error, FileNotFoundError)):
@@ -159,6 +153,33 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
                     raise OSError(f"{url} has no group {group!r}: {exc}") from None
                 raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
             raise
-        ds.set_close(_Closer(ds._close, f))
-        ds.encoding["source"] = url
-        return ds
+        datasets = {"": out} if method == "open_dataset" else out
+        for ds in datasets.values():
+            ds.set_close(_Closer(ds._close, f))
+            ds.encoding["source"] = url
+        return datasets
+
+    def open_dataset(self, filename_or_obj, *, mask_and_scale=True, decode_times=True, concat_characters=True,
+                     decode_coords=True, drop_variables=None, use_cftime=None, decode_timedelta=None,
+                     format="NETCDF4", group=None, lock=None, invalid_netcdf=None, phony_dims=None,
+                     decode_vlen_strings=True, storage_options=None):
+        """The dataset at URL ``filename_or_obj`` (xarray calls this; see the class)."""
+        return self._delegate(
+            filename_or_obj, storage_options, "open_dataset", group, mask_and_scale=mask_and_scale,
+            decode_times=decode_times, concat_characters=concat_characters, decode_coords=decode_coords,
+            drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta, format=format,
+            lock=lock, invalid_netcdf=invalid_netcdf, phony_dims=phony_dims,
+            decode_vlen_strings=decode_vlen_strings)[""]
+
+    def open_groups_as_dict(self, filename_or_obj, *, group=None, storage_options=None, **kwargs):
+        """``{group path: dataset}`` of the file at URL ``filename_or_obj`` (``xarray.open_groups``);
+        keywords as for :meth:`open_dataset`."""
+        return self._delegate(filename_or_obj, storage_options, "open_groups_as_dict", group, **kwargs)
+
+    def open_datatree(self, filename_or_obj, *, group=None, storage_options=None, **kwargs):
+        """The file at URL ``filename_or_obj`` as an ``xarray.DataTree`` (``xarray.open_datatree``);
+        keywords as for :meth:`open_dataset`."""
+        from xarray.backends.common import datatree_from_dict_with_io_cleanup
+
+        return datatree_from_dict_with_io_cleanup(
+            self.open_groups_as_dict(filename_or_obj, group=group, storage_options=storage_options, **kwargs))

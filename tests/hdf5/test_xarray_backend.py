@@ -79,6 +79,22 @@ def test_values_equal_h5netcdf_on_the_local_file(netcdf, form):
         np.testing.assert_array_equal(raw.time.values, f["time"][...])
 
 
+def test_datatree_and_groups(netcdf, tmp_path):
+    url = f"plfs+file://{tmp_path}/tree.nc"
+    fs, target = hpcbridge.url_to_fs(url)
+    copy_file(hpcbridge.connect("file://"), netcdf, fs, target)
+    with xr.open_datatree(url, engine=ENGINE) as tree, xr.open_datatree(netcdf, engine="h5netcdf") as ref:
+        assert set(tree.groups) == {"/", "/ocean"}
+        xr.testing.assert_identical(tree.load(), ref.load())
+    groups = xr.open_groups(url, engine=ENGINE, group="ocean")
+    try:
+        assert list(groups) == ["."]
+        xr.testing.assert_identical(groups["."].load(), expected(netcdf, "ocean"))
+    finally:
+        for ds in groups.values():
+            ds.close()
+
+
 def test_chunks_as_xarray_does(netcdf):
     ref = expected(netcdf)
     with xr.open_dataset(f"hpcbridge+file://{netcdf}", engine=ENGINE, chunks={"time": 2}) as ds, \
