@@ -27,16 +27,40 @@ from xarray.backends import BackendEntrypoint
 
 from ..hdf5.cache import BlockCacheFile
 
-__all__ = ["HpcbridgeBackendEntrypoint", "HpcbridgeFile", "claims"]
+__all__ = ["HpcbridgeBackendEntrypoint", "HpcbridgeFile", "claims", "restore_url"]
 
 #: URLs this engine claims when xarray guesses an engine: schemes only hpcbridge serves.
 _CLAIMED = re.compile(r"^(hpcbridge|plfs)\+[A-Za-z][A-Za-z0-9+.\-]*://", re.IGNORECASE)
 _PREFIX = "hpcbridge+"
 
 
+#: What ``os.path.abspath`` made of such a URL: ``$PWD/plfs+hdfs:/nn:9820/x`` (see :func:`restore_url`).
+_MANGLED = re.compile(r"^((?:hpcbridge|plfs)\+([A-Za-z][A-Za-z0-9+.\-]*)):/(?!/)(.*)$", re.IGNORECASE)
+
+
+def restore_url(path: str) -> str:
+    """The URL xarray turned into a local path, else ``path`` unchanged.
+
+    xarray takes a URL whose scheme has a ``+`` for a relative local path, and
+    ``open_mfdataset`` (and ``open_dataset`` when it records the source) makes it absolute:
+    ``plfs+hdfs://nn:9820/x`` becomes ``$PWD/plfs+hdfs:/nn:9820/x``. That is undone here, for
+    a path under the current directory whose first component after it is such a scheme: the
+    host is the first component after the scheme unless the innermost scheme is ``file``.
+    """
+    cwd = os.getcwd().rstrip("/") + "/"
+    if not path.startswith(cwd):
+        return path
+    match = _MANGLED.match(path[len(cwd):])
+    if not match:
+        return path
+    scheme, inner, rest = match.group(1), match.group(2).rsplit("+", 1)[-1].lower(), match.group(3)
+    return f"{scheme}:///{rest}" if inner == "file" else f"{scheme}://{rest}"
+
+
 def claims(filename_or_obj) -> bool:
-    """Whether ``filename_or_obj`` is a string URL with a ``hpcbridge+...`` or ``plfs+...`` scheme."""
-    return isinstance(filename_or_obj, str) and bool(_CLAIMED.match(filename_or_obj))
+    """Whether ``filename_or_obj`` is a string URL with a ``hpcbridge+...`` or ``plfs+...`` scheme
+    (or such a URL made into a local path by xarray, see :func:`restore_url`)."""
+    return isinstance(filename_or_obj, str) and bool(_CLAIMED.match(restore_url(filename_or_obj)))
 
 
 def _backend_url(url: str) -> str:
@@ -127,7 +151,7 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
         if not isinstance(filename_or_obj, str):
             raise TypeError(f"the hpcbridge engine opens URLs (str), not {type(filename_or_obj).__name__}; "
                             "pass a file object with engine='h5netcdf'")
-        f = HpcbridgeFile.open(filename_or_obj, storage_options)
+        f = HpcbridgeFile.open(restore_url(filename_or_obj), storage_options)
         try:
             read_superblock(f, filename_or_obj)  # NotHDF5Error (a ValueError) naming the URL
         except BaseException:

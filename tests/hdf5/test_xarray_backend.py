@@ -2,6 +2,7 @@
 URLs, against xarray's own h5netcdf engine and h5py on the original local file."""
 
 import io
+import os
 import pickle
 import textwrap
 import uuid
@@ -92,6 +93,35 @@ def test_plfs_container(netcdf, tmp_path):
         xr.testing.assert_identical(ds.load(), expected(netcdf, "ocean"))
 
 
+def test_open_mfdataset(netcdf, tmp_path, monkeypatch):
+    """xarray makes every string of open_mfdataset's list an absolute path unless it looks remote:
+    the engine gets `$PWD/plfs+file:/...` and recovers the URL (restore_url)."""
+    parts = []
+    for i in range(3):
+        part = tmp_path / f"part{i}.nc"
+        expected(netcdf).isel(time=slice(2 * i, 2 * i + 2)).to_netcdf(part, engine="h5netcdf")
+        parts.append(str(part))
+    fs, root = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/plfs")
+    fs.mkdir(root)
+    for i, part in enumerate(parts):
+        copy_file(hpcbridge.connect("file://"), part, fs, f"{root}/part{i}.nc")
+    monkeypatch.chdir(tmp_path)
+    with xr.open_mfdataset(parts, engine="h5netcdf") as local:
+        ref_chunks, ref = local.tas.chunks, local.load()
+    for urls in ([f"hpcbridge+file://{p}" for p in parts], [f"plfs+file://{root}/part{i}.nc" for i in range(3)],
+                 [f"file://{p}" for p in parts]):
+        with xr.open_mfdataset(urls, engine=ENGINE) as ds:
+            assert ds.tas.chunks == ref_chunks and sum(ds.tas.chunks[0]) == 6
+            xr.testing.assert_identical(ds.load(), ref)
+    from hpcbridge.dask.xarray_backend import restore_url
+
+    for url in ("plfs+hdfs://nn:9820/a/b.nc", "hpcbridge+hdfs://nn:9820/x", "hpcbridge+plfs+file:///x/y",
+                "plfs+file:///a,/b/c"):
+        assert restore_url(os.path.abspath(url)) == url
+    assert restore_url("/elsewhere/plfs+file:/x") == "/elsewhere/plfs+file:/x"  # not under $PWD: a path
+    assert restore_url(str(tmp_path / "part0.nc")) == str(tmp_path / "part0.nc")
+
+
 def test_pickled_dataset_reopens_its_file_and_close_closes_it(netcdf):
     ref = expected(netcdf)
     ds = xr.open_dataset(f"hpcbridge+file://{netcdf}", engine=ENGINE, chunks={"time": 4})
@@ -112,7 +142,7 @@ def test_guess_engine_claims_hpcbridge_and_plfs_schemes(netcdf, netcdf_h5, tmp_p
     makes xarray pick the engine by scheme."""
     for url in ("hpcbridge+hdfs://nn:9820/a.h5", "HPCBRIDGE+file:///a", "plfs+hdfs://nn:9820/x/chk",
                 "plfs+file:///a.nc", "hpcbridge+plfs+hdfs://nn:1/x"):
-        assert claims(url), url
+        assert claims(url) and claims(os.path.abspath(url)), url  # also as xarray's open_mfdataset passes it
     for other in ("hdfs://nn:9820/a.h5", "/tmp/a.h5", "file:///a.nc", "s3://b/a.nc", "plfs+file:/a",
                   io.BytesIO(b"x"), b"hpcbridge+file:///a"):
         assert not claims(other), other
