@@ -131,7 +131,7 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
     """
 
     description = "NetCDF-4 / HDF5 on any hpcbridge backend (file, hdfs, plfs+..., hpcbridge+...) via h5netcdf"
-    url = "https://github.com/hpcbridge/hpcbridge/blob/main/docs/arrays.md"
+    url = "docs/arrays.md of hpcbridge (section: Plain xarray, the hpcbridge engine)"
     supports_groups = True
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",

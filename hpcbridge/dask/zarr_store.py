@@ -132,7 +132,10 @@ class HpcbridgeZarrStore(Store):
 
     # -- listing ------------------------------------------------------------------------------
     def _find(self, prefix: str) -> list[str]:
-        base = self.path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        # Keys are matched as strings: "c/1" matches "c/1/0" and "c/10/0", so list from the
+        # directory holding the prefix's last component.
+        prefix = prefix.lstrip("/")
+        base = self.path(prefix.rsplit("/", 1)[0] if "/" in prefix else "")
         try:
             files = self.fs.find(base)
         except _ABSENT:

@@ -2,6 +2,7 @@
 the hosts of each block's chunk objects against WebHDFS's block locations on the testbed, and
 the locality the read tasks measured."""
 
+import asyncio
 import json
 import os
 import socket
@@ -129,6 +130,25 @@ def test_store_lists_and_refuses_writes(stores):
     assert dict(ours["t"].attrs) == dict(theirs["t"].attrs)
     with pytest.raises(ValueError, match="read-only"):
         zarr.open_group(store=store, mode="a").create_array("x", shape=(1,), dtype="i1")
+
+
+def test_store_listing_matches_keys_as_strings(tmp_path):
+    zarr.create_array(tmp_path / "a.zarr", shape=(12, 2), chunks=(1, 1), dtype="u1")[...] = 1
+    fs, root = hpcbridge.url_to_fs(f"file://{tmp_path / 'a.zarr'}")
+    store = HpcbridgeZarrStore(fs, root)
+    keys = sorted(os.path.relpath(os.path.join(d, f), tmp_path / "a.zarr")
+                  for d, _, files in os.walk(tmp_path / "a.zarr") for f in files)
+
+    async def listing():
+        return ([k async for k in store.list()], [k async for k in store.list_prefix("c/1")],
+                [k async for k in store.list_prefix("c/1/")], [k async for k in store.list_dir("c")],
+                [k async for k in store.list_dir("zarr.json")])
+
+    every, c1, c1_dir, top, of_file = asyncio.run(listing())
+    assert every == keys
+    assert c1 == [k for k in keys if k.startswith("c/1")] and "c/10/0" in c1
+    assert c1_dir == ["c/1/0", "c/1/1"]
+    assert top == sorted(str(i) for i in range(12)) and of_file == []
 
 
 def _webhdfs_hosts(http_port: int, path: str) -> set[str]:
