@@ -132,6 +132,20 @@ def test_store_lists_and_refuses_writes(stores):
         zarr.open_group(store=store, mode="a").create_array("x", shape=(1,), dtype="i1")
 
 
+def test_xarray_reads_the_store(tmp_path):
+    """xarray's own zarr engine over the store, from a PLFS container tree, equals xarray on the
+    local directory."""
+    xr = pytest.importorskip("xarray")
+    local_path = tmp_path / "x.zarr"
+    xr.Dataset({"a": (("t", "x"), np.arange(20.0).reshape(4, 5))}, coords={"t": np.arange(4)},
+               attrs={"title": "t"}).to_zarr(local_path, mode="w", consolidated=False)
+    fs, root = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/plfs.zarr")
+    stage(str(local_path), fs, root)
+    with xr.open_zarr(HpcbridgeZarrStore(fs, root), consolidated=False) as ds, \
+            xr.open_zarr(local_path, consolidated=False) as ref:
+        xr.testing.assert_identical(ds.load(), ref.load())
+
+
 def test_store_listing_matches_keys_as_strings(tmp_path):
     zarr.create_array(tmp_path / "a.zarr", shape=(12, 2), chunks=(1, 1), dtype="u1")[...] = 1
     fs, root = hpcbridge.url_to_fs(f"file://{tmp_path / 'a.zarr'}")
