@@ -65,28 +65,34 @@ class _MountTable:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._file = None
+        self._fd = -1  # a raw descriptor, kept for the process's life (no file object to finalise)
         self._pid = None
         self._poll = None
         self._mounts: list[Mount] = []
 
     def mounts(self) -> list[Mount]:
         with self._lock:
-            if self._file is None or self._pid != os.getpid():  # first use, or a forked child
+            if self._fd < 0 or self._pid != os.getpid():  # first use, or a forked child
                 self._open()
             elif self._poll.poll(0):
-                self._file.seek(0)
-                self._mounts = parse_mountinfo(self._file.read())
+                self._mounts = self._parse()
             return self._mounts
 
     def _open(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        self._file = open(self.PATH, encoding="utf-8", errors="surrogateescape")
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.PATH, os.O_RDONLY | os.O_CLOEXEC)
         self._pid = os.getpid()
         self._poll = select.poll()
-        self._poll.register(self._file, select.POLLPRI | select.POLLERR)
-        self._mounts = parse_mountinfo(self._file.read())
+        self._poll.register(self._fd, select.POLLPRI | select.POLLERR)
+        self._mounts = self._parse()
+
+    def _parse(self) -> list[Mount]:
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        parts = []
+        while chunk := os.read(self._fd, 1 << 16):
+            parts.append(chunk)
+        return parse_mountinfo(b"".join(parts).decode("utf-8", "surrogateescape"))
 
 
 _TABLE = _MountTable()
