@@ -192,8 +192,10 @@ def main(argv=None) -> int:
     base, hdfs = comm.bcast((base, hdfs), root=0)
     ckpt = Checkpoint(rank, size)
     owner = (rank + 1) % nranks  # read what the next rank wrote
-    modes = ["mpiio-indep", "mpiio-coll", "plfs-posix", "n-n"] + (["plfs-hdfs"] if hdfs else []) \
-        + (["plfs-posix-nocrc"] if args.checksums == "both" else [])
+    # Each paired ratio compares neighbours (plfs-posix beside n-n and beside plfs-posix-nocrc),
+    # which swap places every repetition: neither side always runs after the other.
+    modes = ["mpiio-indep", "mpiio-coll", "n-n", "plfs-posix"] \
+        + (["plfs-posix-nocrc"] if args.checksums == "both" else []) + (["plfs-hdfs"] if hdfs else [])
     checksums = args.checksums != "off"
     samples = {m: {"write": [], "read": []} for m in modes}
     bad_total = 0

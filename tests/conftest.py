@@ -12,22 +12,6 @@ import uuid
 import pytest
 
 
-def _starts_a_jvm(item) -> bool:
-    return "libhdfs" in item.nodeid or "test_hdfs_drivers.py" in item.nodeid or "driver_selection" in item.nodeid
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session, config, items):
-    """Tests that load a JVM into this process (the libhdfs driver) run last, kept in their order.
-
-    Once libhdfs has started a JVM in the process, tests/hdf5/test_read_hdf5.py was seen to die
-    with SIGSEGV (no Python traceback, no hs_err file) in the same pytest process, while it passes
-    alone and a script loading the JVM first does not crash; the cause is not found yet (see
-    issue 14's notes). Running the JVM tests after everything else keeps each test's outcome its own.
-    """
-    items[:] = [i for i in items if not _starts_a_jvm(i)] + [i for i in items if _starts_a_jvm(i)]
-
-
 @pytest.fixture(scope="session")
 def hdfs_cluster():
     from hpcbridge.testbed import HdfsCluster

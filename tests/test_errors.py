@@ -1,5 +1,6 @@
 """Bad input through the top-level API gets a clear exception naming the URL (issue 'Done when')."""
 
+import errno
 import io
 
 import pytest
@@ -112,3 +113,16 @@ def test_invalid_backend_options():
         hpcbridge.connect("/", block_size=0)
     with pytest.raises(TypeError):
         hpcbridge.connect("/", no_such_option=1)
+
+
+def test_hdfs_not_replicated_yet_says_why_and_what_to_do():
+    # hdfs-native raises the NameNode's exception as text; the Java client would have retried.
+    from hpcbridge.fs.hdfs import HdfsFileSystem
+    fs = HdfsFileSystem("127.0.0.1:1", driver="native")  # lazy: connects on first call, never here
+    exc = fs._translate_rpc(RuntimeError(
+        'RPCError("org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException", '
+        '"Not replicated yet: /d/f.bin\\n\\tat org.apache...")'), "/d/f.bin", "write")
+    assert isinstance(exc, OSError) and exc.errno == errno.EIO
+    text = str(exc)
+    assert "hdfs://127.0.0.1:1/d/f.bin" in text and "NotReplicatedYetException" in text
+    assert "num-committed-allowed" in text and "libhdfs" in text

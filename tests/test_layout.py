@@ -1,7 +1,9 @@
 """Layout discovery: mountinfo, the Lustre/OrangeFS/CephFS parsers on recorded values, local files."""
 
 import os
+import shutil
 import socket
+import subprocess
 
 import pytest
 
@@ -139,3 +141,18 @@ def test_local_file_is_on_this_host_cut_at_the_logical_block_size(tmp_path):
 def test_chunked_blocks_validation():
     with pytest.raises(ValueError, match="positive"):
         chunked_blocks(0, 10, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting tmpfs needs root")
+def test_find_mount_sees_mounts_made_after_its_first_use(tmp_path):
+    # The parsed mount table is kept between calls; a mount or unmount must still show at once.
+    target = tmp_path / "m"
+    target.mkdir()
+    assert find_mount(str(target)).mount_point != str(target)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hpcbridge-test", str(target)], check=True)
+    try:
+        mount = find_mount(str(target))
+        assert (mount.mount_point, mount.fstype, mount.source) == (str(target), "tmpfs", "hpcbridge-test")
+    finally:
+        subprocess.run(["umount", str(target)], check=True)
+    assert find_mount(str(target)).mount_point != str(target)

@@ -1,8 +1,8 @@
 """Locality-aware Dask on any backend that reports block locations (HDFS, PLFS, POSIX layouts).
 
 Records (``read_text``, ``read_records``, ``read_csv`` and the seeds' jobs) and arrays
-(``read_hdf5``, ``open_dataset`` for NetCDF-4 / HDF5 through xarray, ``flash_stats`` over a
-FLASH-IO checkpoint; see docs/arrays.md).
+(``read_hdf5``, ``open_dataset`` for NetCDF-4 / HDF5 through xarray, ``read_zarr`` for Zarr
+stores, ``flash_stats`` over a FLASH-IO checkpoint; see docs/arrays.md).
 
 Partitions follow storage blocks (small blocks on one host grouped into metablocks), every read
 task is restricted softly to the Dask workers on the hosts storing its bytes, records are aligned
@@ -20,7 +20,7 @@ __all__ = [
     "read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag",
     "LocalityReport", "LocalityWarning", "Partition", "Chunk", "RecordFormat",
     "teragen", "grep", "wordcount", "terasort", "validate_sort", "dummy_read", "JobResult",
-    "read_hdf5", "array_report", "flash_stats", "open_dataset",
+    "read_hdf5", "array_report", "flash_stats", "open_dataset", "read_zarr",
 ]
 
 _LOCATIONS = {
@@ -31,6 +31,7 @@ _LOCATIONS = {
     "teragen": "jobs", "grep": "jobs", "wordcount": "jobs", "terasort": "jobs", "validate_sort": "jobs",
     "dummy_read": "jobs", "JobResult": "jobs",
     "read_hdf5": "arrays", "array_report": "arrays", "flash_stats": "flash", "open_dataset": "xarray",
+    "read_zarr": "zarr_arrays",
 }
 
 

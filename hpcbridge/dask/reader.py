@@ -50,49 +50,50 @@ def cached_fs(fs: FileSystem) -> FileSystem:
         return _FS_CACHE.setdefault(fs, fs)
 
 
-def _find(f, buf: bytearray, base: int, size: int, delimiter: bytes, at: int, fetched: list) -> int:
+def _boundary(f, at: int, size: int, delimiter: bytes, fetched: list) -> int:
     """Offset (in the file) just past the first ``delimiter`` starting at or after file offset
-    ``at``, growing ``buf`` (file bytes from ``base``) as needed; ``size`` if there is none."""
+    ``at``; ``size`` if there is none. Reads a small window from ``at``, doubled while needed."""
+    buf = bytearray()
     step = OVERREAD
-    search = at - base
-    while True:
+    search = 0
+    while at + len(buf) < size:
+        end = at + len(buf)
+        more = f.pread(min(step, size - end), end)
+        if not more:
+            break
+        fetched.append((end, len(more)))
+        buf += more
         i = buf.find(delimiter, search)
         if i >= 0:
-            return base + i + len(delimiter)
-        end = base + len(buf)
-        if end >= size:
-            return size
-        more = f.pread(min(step, size - end), end)
-        fetched.append((end, len(more)))
-        search = max(search, len(buf) - len(delimiter) + 1)
-        buf += more
+            return at + i + len(delimiter)
+        search = max(0, len(buf) - len(delimiter) + 1)
         step *= 2
+    return size
 
 
 def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
     """The whole records a chunk owns, read from open file ``f``; ``fetched`` collects the
-    ``(offset, length)`` ranges read from storage."""
+    ``(offset, length)`` ranges read from storage.
+
+    The record boundaries are found first, with small reads at the chunk's start and end; the
+    records are then one read of exactly their bytes, straight into the bytes object returned
+    (no growing buffer to copy out of).
+    """
     if fmt.record_size:
         r = fmt.record_size
         start = -(-chunk.start // r) * r
         end = min(-(-chunk.end // r) * r, chunk.size)
-        if start >= end:
-            return b""
-        data = f.pread(end - start, start)
-        fetched.append((start, len(data)))
-        return data
-    length = min(chunk.length + OVERREAD, chunk.size - chunk.start)
-    buf = bytearray(f.pread(length, chunk.start))
-    fetched.append((chunk.start, len(buf)))
-    start = chunk.start if chunk.start == 0 else \
-        _find(f, buf, chunk.start, chunk.size, fmt.delimiter, chunk.start, fetched)
-    # When the first delimiter at or past the chunk's start lies past its end, the chunk owns no
-    # record: the end search below finds the same delimiter, and start == end.
-    end = chunk.size if chunk.end >= chunk.size else _find(f, buf, chunk.start, chunk.size, fmt.delimiter,
-                                                           chunk.end, fetched)
+    else:
+        start = chunk.start if chunk.start == 0 else _boundary(f, chunk.start, chunk.size, fmt.delimiter, fetched)
+        # When the first delimiter at or past the chunk's start lies past its end, the chunk
+        # owns no record: the end search finds the same delimiter, and start == end.
+        end = chunk.size if chunk.end >= chunk.size else _boundary(f, chunk.end, chunk.size, fmt.delimiter,
+                                                                   fetched)
     if start >= end:
         return b""
-    return bytes(memoryview(buf)[start - chunk.start:end - chunk.start])
+    data = f.pread(end - start, start)
+    fetched.append((start, len(data)))
+    return data
 
 
 def worker_host() -> tuple[str, object]:

@@ -35,6 +35,7 @@ from .hosts import host_matches, host_of_address
 from .partitions import Partition
 from .arrayread import ArrayReadSpec
 from .reader import ReadSpec
+from .zarrread import ZarrReadSpec
 
 #: Default cap of bytes planned on one worker, in fair shares (all bytes / workers). 1.5 keeps a
 #: random HDFS layout local: 37 blocks on 3 DataNodes put more than 1.5 shares on one node in
@@ -63,8 +64,8 @@ class LocalReadTask(Task):
 
 class LocalityPlugin(_PluginBase):
     """Scheduler plugin: restrict every read task (a task whose argument is a
-    :class:`~hpcbridge.dask.reader.ReadSpec` or :class:`~hpcbridge.dask.arrayread.ArrayReadSpec`
-    with workers) to those workers, softly.
+    :class:`~hpcbridge.dask.reader.ReadSpec`, :class:`~hpcbridge.dask.arrayread.ArrayReadSpec` or
+    :class:`~hpcbridge.dask.zarrread.ZarrReadSpec` with workers) to those workers, softly.
 
     It acts in ``update_graph``, after Dask optimised the graph and before the new tasks are
     scheduled, so it works for any collection built on :func:`~hpcbridge.dask.read_blocks`
@@ -82,7 +83,7 @@ class LocalityPlugin(_PluginBase):
             ts = scheduler.tasks.get(key)
             spec = getattr(ts, "run_spec", None)
             args = getattr(spec, "args", None)
-            if not args or not isinstance(args[0], (ReadSpec, ArrayReadSpec)) or not args[0].workers:
+            if not args or not isinstance(args[0], (ReadSpec, ArrayReadSpec, ZarrReadSpec)) or not args[0].workers:
                 continue
             live = {w for w in args[0].workers if w in scheduler.workers}
             if live and ts.state == "released":

@@ -456,6 +456,10 @@ class HdfsFileSystem(FileSystem):
             detail = f"{name}: {message}"
             if code == errno.EBUSY:
                 detail += "; HDFS allows one writer per file"
+            elif name.endswith("NotReplicatedYetException"):
+                # The Java client retries addBlock for ~12 s; hdfs-native gives up at once.
+                detail += ("; the DataNodes had not reported an earlier block yet: raise "
+                           "dfs.namenode.file.close.num-committed-allowed on the NameNode or use driver=libhdfs")
             return os_error(code, self.url(path), BACKEND, detail)
         if "connect" in text.lower() or "refused" in text.lower():
             return BackendUnavailable(f"hdfs://{self.netloc} unreachable during {what} {self.url(path)}: "

@@ -27,6 +27,7 @@ import ctypes
 import errno
 import glob
 import os
+import resource
 import shutil
 import subprocess
 import threading
@@ -139,6 +140,24 @@ def check_not_forked(what: str) -> None:
             "or use driver='native' in the child")
 
 
+#: -Xss when the stack limit is unlimited or huge (also every Java thread's reservation).
+_MAX_STACK = 64 << 20
+
+
+def _stack_option() -> str:
+    """``-Xss`` as large as the process's main-thread stack may grow (``ulimit -s``).
+
+    HotSpot takes the primordial thread's stack to be -Xss long (default 1 MiB) and puts its
+    guard pages there once that thread calls into the JVM, so the main thread could no longer
+    grow past 1 MiB: native code with big frames then died with SIGSEGV (h5py's LZF filter has
+    a 1 MiB hash table on the stack; seen in the test suite, core dump: the fault 1 MiB below
+    the stack top, right under the JVM's guard pages).
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    size = _MAX_STACK if soft == resource.RLIM_INFINITY or soft > _MAX_STACK else soft
+    return f"-Xss{max(size, 1 << 20) >> 10}k"
+
+
 def _start_environment() -> dict[str, str]:
     """Variables libhdfs reads when it creates the JVM (only those the user did not set)."""
     env = {"ARROW_LIBHDFS_DIR": libhdfs_location() or "", "CLASSPATH": hadoop_classpath() or ""}
@@ -154,7 +173,8 @@ def _start_environment() -> dict[str, str]:
         quiet = f" -Dlog4j.configuration=file:{log4j}"
     except OSError:
         quiet = ""
-    env["LIBHDFS_OPTS"] = (JVM_OPTIONS + quiet + " " + os.environ.get("LIBHDFS_OPTS", "")).strip()
+    env["LIBHDFS_OPTS"] = (JVM_OPTIONS + quiet + " " + _stack_option() + " "
+                           + os.environ.get("LIBHDFS_OPTS", "")).strip()
     return {k: v for k, v in env.items() if v and (k == "LIBHDFS_OPTS" or not os.environ.get(k))}
 
 

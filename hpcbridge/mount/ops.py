@@ -106,6 +106,9 @@ class _FileState:
 class _Handle:
     """An open file of the mount (one per open(2))."""
 
+    #: Whether write() keeps the data after returning (and so needs a copy of the kernel's buffer).
+    copies_writes = False
+
     def __init__(self, ops: "BridgeOperations", path: str, state: _FileState, readable: bool, writable: bool):
         self.ops = ops
         self.path = path
@@ -152,12 +155,15 @@ class _PlfsHandle(_Handle):
             self.writer = fs.new_writer(fs.container(self.ops.backend_path(self.path)))
         return self.writer
 
-    def write(self, view, offset: int) -> int:
-        n = len(view)
+    #: Writes are queued, so they need their own copy of the kernel's buffer (see write_from).
+    copies_writes = True
+
+    def write(self, data, offset: int) -> int:
+        """Queue ``data`` (bytes: the kernel's buffer is reused once this request returns)."""
+        n = len(data)
         if n == 0:
             return 0
         self._check_error()
-        data = bytes(view)  # the kernel's buffer is reused once this call returns
         with self._cond:
             while self._queued > WRITE_BEHIND and self._error is None:
                 self._cond.wait()
@@ -173,22 +179,29 @@ class _PlfsHandle(_Handle):
 
     def _appender(self) -> None:
         while True:
+            # Everything queued so far in one turn: one writer lock and one wake-up of waiting
+            # writers per batch, not per request (the daemon's requests share one GIL).
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                data, offset = self._queue[0]
-            if data is None:
-                return
+                batch = list(self._queue)
             try:
-                if self._error is None:
+                if self._error is None and batch[0][0] is not None:
                     with self.lock:
-                        self._writer().write(data, offset)
+                        writer = self._writer()
+                        for data, offset in batch:
+                            if data is not None:
+                                writer.write(data, offset)
             except BaseException as exc:
                 self._error = exc
             with self._cond:
-                self._queue.popleft()
-                self._queued -= len(data)
+                for data, _ in batch:
+                    self._queue.popleft()
+                    if data is not None:
+                        self._queued -= len(data)
                 self._cond.notify_all()
+            if batch[-1][0] is None:  # release() queued the end after the last write
+                return
 
     def _check_error(self) -> None:
         error, self._error = self._error, None
@@ -813,9 +826,13 @@ class BridgeOperations(mfusepy.Operations):
         handle = self._handles.get(fh)
         if handle is None or not handle.writable:
             return -errno.EBADF
-        view = memoryview((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents))).cast("B")
+        address = ctypes.addressof(buf.contents)
+        if handle.copies_writes:  # one copy, made by one C call
+            data = ctypes.string_at(address, size)
+        else:
+            data = memoryview((ctypes.c_char * size).from_address(address)).cast("B")
         try:
-            return handle.write(view, offset)
+            return handle.write(data, offset)
         except Exception as exc:
             code = _errno_of(exc)
             log.warning("write to %s at %d failed: %s (errno %d)", handle.path, offset, exc, code)

@@ -3,6 +3,9 @@ and what each does after fork() (the JVM does not survive it; hdfs-native reconn
 
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -130,3 +133,34 @@ def test_libhdfs_under_the_call_pool_with_many_threads(drivers, hdfs_root):
         got = list(ex.map(lambda i: fs.read_bytes(f"{hdfs_root}/t{i % 16}"), range(200)))
     assert got == [bytes([i % 16]) * 1000 for i in range(200)]
     assert fs.pool._threads <= fs.pool.workers
+
+
+_H5_AFTER_JVM = """
+import sys, h5py, numpy as np, hpcbridge
+fs = hpcbridge.connect(sys.argv[1], webhdfs=sys.argv[2], driver="libhdfs")
+fs.mkdir(sys.argv[3], parents=True, exist_ok=True)
+with fs.open(sys.argv[3] + "/x.bin", "wb") as f:  # the JVM starts; this (main) thread calls into it
+    f.write(b"x" * 1000)
+assert fs.read_bytes(sys.argv[3] + "/x.bin") == b"x" * 1000
+with h5py.File(sys.argv[4], "w") as f:  # h5py's LZF filter keeps a 1 MiB table on the stack
+    f.create_dataset("lzf", data=np.arange(1000), compression="lzf")
+with h5py.File(sys.argv[4], "r") as f:
+    assert (f["lzf"][...] == np.arange(1000)).all()
+print("ok")
+"""
+
+
+def test_main_thread_stack_survives_the_jvm(hdfs_cluster, hdfs_root, tmp_path):
+    # HotSpot takes the main thread's stack to be -Xss long and puts guard pages there: with
+    # the default 1 MiB, native code with big frames on the main thread died with SIGSEGV
+    # after libhdfs had started the JVM. The driver sets -Xss to the stack limit; the run with
+    # the old default shows what the test guards against.
+    info = hdfs_cluster.info
+    args = [sys.executable, "-c", _H5_AFTER_JVM, info.url, f"http://127.0.0.1:{info.http_port}"]
+    env = {k: v for k, v in os.environ.items() if k != "LIBHDFS_OPTS"}
+    run = subprocess.run(args + [f"{hdfs_root}/jvm-stack", str(tmp_path / "a.h5")], env=env,
+                         capture_output=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == b"ok", run.stderr.decode()[-2000:]
+    run = subprocess.run(args + [f"{hdfs_root}/jvm-stack-1m", str(tmp_path / "b.h5")],
+                         env=dict(env, LIBHDFS_OPTS="-Xss1m"), capture_output=True, timeout=300)
+    assert run.returncode == -signal.SIGSEGV, (run.returncode, run.stderr.decode()[-2000:])
