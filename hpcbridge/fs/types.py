@@ -47,6 +47,11 @@ class Capabilities:
     visible_writes: bool = True
     #: Files can be truncated to an arbitrary length.
     truncate: bool = True
+    #: Files are log-structured containers (PLFS): every writer appends to its own log, so many
+    #: processes write one file at once, each open is a writer of its own, and
+    #: :meth:`~hpcbridge.fs.base.FileSystem.open_collective` opens a file for all ranks of an
+    #: MPI job (the MPI layer and the mount ask this, never the backend's class).
+    log_structured: bool = False
 
     def replace(self, **changes: bool) -> "Capabilities":
         """Return a copy with some capabilities changed (for wrapper backends)."""

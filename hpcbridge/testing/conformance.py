@@ -523,3 +523,22 @@ class FileSystemConformance:
         caps = fs.capabilities.as_dict()
         assert {"positional_write", "concurrent_writers", "append", "block_locations", "xattrs"} <= set(caps)
         assert all(isinstance(v, bool) for v in caps.values())
+
+    # -- storage settings at create; collective opens ----------------------------------------
+    def test_create_with_storage_settings(self, fs, root):
+        # Replication and block size apply where files have them (HDFS); elsewhere the file is
+        # written as any other. overwrite=False refuses an existing file.
+        with fs.create(f"{root}/c", replication=1, block_size=1 << 20) as f:
+            f.write(b"created")
+        assert fs.read_bytes(f"{root}/c") == b"created"
+        with pytest.raises(FileExistsError, match=re.escape(fs.url(f"{root}/c"))):
+            fs.create(f"{root}/c", overwrite=False)
+        with fs.create(f"{root}/c") as f:
+            f.write(b"again")
+        assert fs.read_bytes(f"{root}/c") == b"again"
+
+    def test_collective_open_only_where_log_structured(self, fs, root):
+        if fs.capabilities.log_structured:
+            pytest.skip(f"{fs.backend_name}: collective opens run under MPI (tests/mpi)")
+        with pytest.raises(io.UnsupportedOperation, match=re.escape(fs.url(f"{root}/x"))):
+            fs.open_collective(f"{root}/x", "wb", comm=None)
