@@ -140,9 +140,13 @@ class FileSystem(abc.ABC):
     def _rename(self, src: str, dst: str) -> None:
         """Rename with POSIX ``rename(2)`` semantics (replacing a destination file)."""
 
-    @abc.abstractmethod
     def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
-        """Blocks covering ``[start, start+length)`` of file ``path`` (already clipped to its size)."""
+        """Blocks covering ``[start, start+length)`` of file ``path`` (already clipped to its size).
+
+        Default, for stores that do not say where bytes live (``capabilities.block_locations``
+        false): the range as one block on no particular host.
+        """
+        return [BlockLocation(start, length, (), (), ())]
 
     # -- public API -------------------------------------------------------------------------
     def open(self, path, mode: str = "rb", buffering: int = -1, encoding=None, errors=None, newline=None):
