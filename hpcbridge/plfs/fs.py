@@ -173,7 +173,7 @@ class PlfsFileSystem(FileSystem):
     backend_name = BACKEND
     capabilities = Capabilities(positional_write=True, read_write=False, append=True, concurrent_writers=True,
                                 rename_replaces=True, block_locations=True, xattrs=False, permissions=False,
-                                directories=True, durable_sync=True, truncate=False, visible_writes=False,
+                                truncate=False, visible_writes=False,
                                 log_structured=True)
     unsupported_advice = "PLFS handles are read-only or write-only; reopen for the other direction"
 

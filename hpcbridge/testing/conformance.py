@@ -542,3 +542,26 @@ class FileSystemConformance:
             pytest.skip(f"{fs.backend_name}: collective opens run under MPI (tests/mpi)")
         with pytest.raises(io.UnsupportedOperation, match=re.escape(fs.url(f"{root}/x"))):
             fs.open_collective(f"{root}/x", "wb", comm=None)
+
+    def test_owners_and_modes_where_permissions(self, fs, root):
+        fs.write_bytes(f"{root}/perm", b"x")
+        info = fs.info(f"{root}/perm")
+        if not fs.capabilities.permissions:
+            pytest.skip(f"{fs.backend_name}: no permission bits or owners")
+        assert info.owner and info.uid >= 0 and stat.S_IMODE(info.mode) != 0
+
+    def test_truncate_where_supported(self, fs, root):
+        path = f"{root}/trunc"
+        fs.write_bytes(path, b"0123456789")
+        if not fs.capabilities.truncate:
+            with fs.open(path, "wb") as f:
+                f.write(b"abc")
+                with pytest.raises(io.UnsupportedOperation):
+                    f.truncate(1)
+            return
+        with fs.open(path, "r+b") as f:
+            assert f.truncate(4) == 4
+        assert fs.read_bytes(path) == b"0123"
+        with fs.open(path, "r+b") as f:
+            f.truncate(6)  # zero-extends
+        assert fs.read_bytes(path) == b"0123\0\0"

@@ -50,7 +50,7 @@ class DirectoryFileSystem(FileSystem):
 
     scheme = "exampledir"
     backend_name = "exampledir"
-    capabilities = Capabilities(block_locations=False, truncate=False, durable_sync=False)
+    capabilities = Capabilities(block_locations=False, truncate=False, permissions=False)
 
     def __init__(self, netloc: str = "", *, root: str):
         super().__init__(netloc, root=root)
