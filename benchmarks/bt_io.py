@@ -35,6 +35,7 @@ from mpi4py import MPI  # noqa: E402
 from _common import write_json  # noqa: E402
 
 CLASSES = {"S": (12, 60), "W": (24, 200), "A": (64, 200), "B": (102, 200), "C": (162, 200)}
+SUBTYPES = ("full", "simple", "epio")
 
 
 def dumps_of(steps: int) -> int:
@@ -148,19 +149,20 @@ class HpcbridgeIO:
     collective writes through the same file view as MPI-IO), simple into a PLFS container, epio
     as one hpcbridge file per rank."""
 
-    def __init__(self, comm, url, subtype, n, cells, ndumps):
+    def __init__(self, comm, url, subtype, n, cells, ndumps, hints=None):
         import hpcbridge
         import hpcbridge.plfs
 
         self.comm, self.subtype, self.n, self.cells = comm, subtype, n, cells
         self.dump_bytes = n ** 3 * 40
         self._hpcbridge = hpcbridge
+        self.hints = hints
         if subtype == "full":
             from hpcbridge.mpi import File
 
             self.url = url
             self.etype, self.filetype = full_view_types(n, cells)
-            self.f = File.open(comm, url, "w")
+            self.f = File.open(comm, url, "w", hints=hints)
             return
         if subtype == "simple":
             self.url = url
@@ -187,13 +189,19 @@ class HpcbridgeIO:
     def close(self):
         self.f.close()
 
+    def release(self):
+        """Free the view datatypes (full): after the last close."""
+        if self.subtype == "full":
+            self.etype.Free()
+            self.filetype.Free()
+
     def reopen_for_read(self):
         import hpcbridge.plfs
 
         if self.subtype == "full":
             from hpcbridge.mpi import File
 
-            self.f = File.open(self.comm, self.url, "r")
+            self.f = File.open(self.comm, self.url, "r", hints=self.hints)
             return
         self.f = (hpcbridge.plfs.open(self.url, "rb", comm=self.comm) if self.subtype == "simple"
                   else self._hpcbridge.open(self.url, "rb"))
@@ -222,33 +230,29 @@ class HpcbridgeIO:
         return fs.info(path).size
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="Only BT-IO's I/O pattern is reproduced: the solver is replaced by a deterministic fill "
-               "that verification checks.")
-    parser.add_argument("--class", dest="cls", choices=list(CLASSES), default="A", help="problem class (A)")
-    parser.add_argument("--subtype", choices=["full", "simple", "epio"], default="full")
-    parser.add_argument("--dir", default=".", help="directory of the output file (stock MPI-IO path)")
-    parser.add_argument("--url", default=None, help="an hpcbridge URL (plfs+file:///..., plfs+hdfs://..., file:///...)"
-                                                    " to write through hpcbridge instead")
-    parser.add_argument("--keep", action="store_true", help="keep the output")
-    parser.add_argument("--output", default="results/bt_io.json")
-    args = parser.parse_args(argv)
-    comm = MPI.COMM_WORLD
+def run(comm, cls: str = "A", subtype: str = "full", path: str | None = None, url: str | None = None,
+        hints=None, verify: bool = True, keep: bool = False) -> dict:
+    """One BT-IO run (collective over ``comm``): the timed dumps, then (``verify``) the untimed
+    read-back of every dump. The stock path (mpi4py MPI.File at ``path``) unless ``url`` is given
+    (hpcbridge; ``hints`` go to hpcbridge.mpi.File for the full subtype). Returns the figures,
+    the same on every rank (``verified`` is None without ``verify``)."""
     p = math.isqrt(comm.size)
     if p * p != comm.size:
-        parser.error(f"BT-IO needs a square number of ranks (1, 4, 9, 16, ...), got {comm.size}")
-    n, steps = CLASSES[args.cls]
+        raise ValueError(f"BT-IO needs a square number of ranks (1, 4, 9, 16, ...), got {comm.size}")
+    if cls not in CLASSES:
+        raise ValueError(f"BT-IO class must be one of {', '.join(CLASSES)}, got {cls!r}")
+    if subtype not in SUBTYPES:
+        raise ValueError(f"BT-IO subtype must be one of {', '.join(SUBTYPES)}, got {subtype!r}")
+    n, steps = CLASSES[cls]
     ndumps = dumps_of(steps)
     cells = cells_of(comm.rank, p, n)
     shapes = [(c[0][1], c[1][1], c[2][1], 5) for c in cells]
-    path = os.path.join(args.dir, "btio.out") if args.url is None else args.url
-    if comm.rank == 0 and args.url is None and args.subtype != "epio" and os.path.exists(path):
+    path = url if url is not None else path
+    if comm.rank == 0 and url is None and subtype != "epio" and os.path.exists(path):
         os.unlink(path)
     comm.Barrier()
-    io_class = StockIO if args.url is None else HpcbridgeIO
-    io = io_class(comm, path, args.subtype, n, cells, ndumps)
+    io = StockIO(comm, path, subtype, n, cells, ndumps) if url is None else \
+        HpcbridgeIO(comm, path, subtype, n, cells, ndumps, hints)
 
     comm.Barrier()
     started = MPI.Wtime()
@@ -260,44 +264,92 @@ def main(argv=None) -> int:
         io_time += MPI.Wtime() - t
     t = MPI.Wtime()
     io.sync()
-    if args.url is not None:
+    if url is not None:
         io.close()
     io_time += MPI.Wtime() - t
     comm.Barrier()
     total_time = MPI.Wtime() - started
 
-    if args.url is not None:
-        io.reopen_for_read()
     bad = 0
-    for dump in range(ndumps):  # verification, untimed
-        expected = np.concatenate([fill(c, n, dump).ravel() for c in cells])
-        bad += int(np.count_nonzero(io.read(dump, shapes) != expected))
-    size = io.size() if args.subtype != "epio" else None
-    io.close()
+    if verify:
+        if url is not None:
+            io.reopen_for_read()
+        for dump in range(ndumps):  # verification, untimed
+            expected = np.concatenate([fill(c, n, dump).ravel() for c in cells])
+            bad += int(np.count_nonzero(io.read(dump, shapes) != expected))
+    if url is None or verify:
+        size = io.size() if subtype != "epio" else None
+        io.close()
+    else:
+        size = None if subtype == "epio" else _size_of(url)
+    if url is not None:
+        io.release()
     bad = comm.allreduce(bad)
     written = n ** 3 * 40 * ndumps
-    if args.subtype == "epio":
-        size = comm.allreduce(io.size() if args.url is not None else os.path.getsize(io.path))
+    if subtype == "epio":
+        size = comm.allreduce(_size_of(io.url) if url is not None else os.path.getsize(io.path))
     harmonic = comm.size / comm.allreduce(1.0 / max(io_time, 1e-9))
-    if comm.rank == 0 and not args.keep:
-        if args.url is None:
-            for name in ([path] if args.subtype != "epio" else [f"{path}.epio.out.{r:04d}" for r in range(comm.size)]):
+    comm.Barrier()
+    if comm.rank == 0 and not keep:
+        if url is None:
+            for name in ([path] if subtype != "epio" else [f"{path}.epio.out.{r:04d}" for r in range(comm.size)]):
                 if os.path.exists(name):
                     os.unlink(name)
+        else:
+            import hpcbridge
+
+            for name in ([url] if subtype != "epio" else [f"{url}.epio.out.{r:04d}" for r in range(comm.size)]):
+                fs, fpath = hpcbridge.url_to_fs(name)
+                if fs.exists(fpath):
+                    fs.rm(fpath, recursive=True)
+    comm.Barrier()
+    backend = "mpi-io/posix" if url is None else url.split("://")[0]
+    return {"benchmark": "bt_io", "class": cls, "n": n, "dumps": ndumps, "subtype": subtype, "ranks": comm.size,
+            "backend": backend, "io_seconds": harmonic, "total_seconds": total_time, "bytes": written,
+            "file_bytes": size, "io_MBps": written / harmonic / 1e6, "verified": (bad == 0) if verify else None,
+            "bad_values": bad}
+
+
+def _size_of(url: str) -> int:
+    import hpcbridge
+
+    fs, path = hpcbridge.url_to_fs(url)
+    return fs.info(path).size
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Only BT-IO's I/O pattern is reproduced: the solver is replaced by a deterministic fill "
+               "that verification checks.")
+    parser.add_argument("--class", dest="cls", choices=list(CLASSES), default="A", help="problem class (A)")
+    parser.add_argument("--subtype", choices=list(SUBTYPES), default="full")
+    parser.add_argument("--dir", default=".", help="directory of the output file (stock MPI-IO path)")
+    parser.add_argument("--url", default=None, help="an hpcbridge URL (plfs+file:///..., plfs+hdfs://..., file:///...)"
+                                                    " to write through hpcbridge instead")
+    parser.add_argument("--keep", action="store_true", help="keep the output")
+    parser.add_argument("--output", default="results/bt_io.json")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    p = math.isqrt(comm.size)
+    if p * p != comm.size:
+        parser.error(f"BT-IO needs a square number of ranks (1, 4, 9, 16, ...), got {comm.size}")
+    result = run(comm, args.cls, args.subtype, path=os.path.join(args.dir, "btio.out"), url=args.url,
+                 keep=args.keep)
+    ok = result["verified"]
     if comm.rank != 0:
-        return 0 if bad == 0 else 1
-    backend = "mpi-io/posix" if args.url is None else args.url.split("://")[0]
-    print(f" BT-IO class {args.cls} ({n}^3, {ndumps} dumps), subtype {args.subtype}, {comm.size} ranks, {backend}")
+        return 0 if ok else 1
+    harmonic, total_time, written = result["io_seconds"], result["total_seconds"], result["bytes"]
+    print(f" BT-IO class {args.cls} ({result['n']}^3, {result['dumps']} dumps), subtype {args.subtype}, "
+          f"{comm.size} ranks, {result['backend']}")
     print(f"   I/O time (harmonic mean)  {harmonic:10.3f} s")
     print(f"   total time                {total_time:10.3f} s   ({100 * harmonic / total_time:.1f}% in I/O)")
-    print(f"   data written              {written / 1e6:10.2f} MB   (file size {size / 1e6:.2f} MB)")
+    print(f"   data written              {written / 1e6:10.2f} MB   (file size {result['file_bytes'] / 1e6:.2f} MB)")
     print(f"   I/O bandwidth             {written / harmonic / 1e6:10.2f} MB/s")
-    print(f"   verification              {'SUCCESSFUL' if bad == 0 else f'FAILED ({bad} values)'}")
-    write_json(args.output, {"benchmark": "bt_io", "class": args.cls, "n": n, "dumps": ndumps,
-                             "subtype": args.subtype, "ranks": comm.size, "backend": backend,
-                             "io_seconds": harmonic, "total_seconds": total_time, "bytes": written,
-                             "file_bytes": size, "io_MBps": written / harmonic / 1e6, "verified": bad == 0})
-    return 0 if bad == 0 else 1
+    verdict = "SUCCESSFUL" if ok else f"FAILED ({result['bad_values']} values)"
+    print(f"   verification              {verdict}")
+    write_json(args.output, {k: v for k, v in result.items() if k != "bad_values"})
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

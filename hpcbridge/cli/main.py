@@ -22,9 +22,8 @@ import time
 
 from .. import __version__
 from ..errors import HpcbridgeError
-from ..fs.api import url_to_fs
+from ..fs.api import connect, url_to_fs
 from ..fs.base import FileSystem
-from ..fs.posix import PosixFileSystem
 from ..fs.transfer import copy_file
 from .copyplan import LINK_MODES, plan_copy
 from .dask_cmd import add_dask_parser
@@ -248,13 +247,13 @@ def cmd_put(args) -> object:
     local = os.path.abspath(args.local)
     dst_fs, dst = url_to_fs(cli_url(args.url))
     args.dst_is_dir = args.url.endswith("/")
-    return _copy_tree(PosixFileSystem(), local, dst_fs, dst, args)
+    return _copy_tree(connect("file://"), local, dst_fs, dst, args)
 
 
 def cmd_get(args) -> object:
     src_fs, src = url_to_fs(cli_url(args.url))
     args.dst_is_dir = args.local.endswith(("/", os.sep))
-    return _copy_tree(src_fs, src, PosixFileSystem(), os.path.abspath(args.local), args)
+    return _copy_tree(src_fs, src, connect("file://"), os.path.abspath(args.local), args)
 
 
 def cmd_testbed(args) -> object:
@@ -310,10 +309,8 @@ def cmd_testbed(args) -> object:
 
 
 def _container(url):
-    from ..plfs.fs import PlfsFileSystem
-
     fs, path = url_to_fs(cli_url(url))
-    if not isinstance(fs, PlfsFileSystem):
+    if not fs.capabilities.log_structured:
         raise ValueError(f"{url!r} is not a PLFS URL (plfs+file:///..., plfs+hdfs://...)")
     container = fs.container(path)
     container.marker  # FileNotFoundError when there is no container

@@ -29,6 +29,7 @@ from ..fs.api import url_to_fs
 from ..hdf5 import ChunkIndex, describe
 from ..hdf5.dataset import contiguous_runs
 from .arrayread import ArrayReadSpec, read_array_block
+from .hosts import placement_blocks
 from .partitions import Chunk, Partition
 from .report import LocalityReport, collect_report
 from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
@@ -186,7 +187,7 @@ def plan_hdf5(url: str, dataset: str, chunks=None, *, partition_size: int | None
         raise ValueError(f"partition_size must be a positive integer (bytes) for {url}, got {partition_size!r}")
     fs, path = url_to_fs(url, **(storage_options or {}))
     info, index = describe(fs, path, dataset)
-    storage = _Blocks(fs.block_locations(path) if info.layout != "compact" else [])
+    storage = _Blocks(placement_blocks(fs, path) if info.layout != "compact" else [])
     if chunks is None:
         if info.layout == "contiguous":
             chunks = _contiguous_chunks(info, storage, partition_size)

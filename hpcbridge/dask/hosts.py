@@ -7,11 +7,12 @@ and the worker runs on this machine (a loopback or local address).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import socket
 
-__all__ = ["host_of_address", "host_matches"]
+__all__ = ["host_of_address", "host_matches", "placement_blocks"]
 
 
 def host_of_address(address: str) -> str:
@@ -64,3 +65,13 @@ def host_matches(data_host: str, worker_host: str) -> bool:
     if data_host in names:  # local files report this machine's name: any worker here reads them locally
         return _is_local_address(worker_host)
     return bool(_addresses(data_host) & _addresses(worker_host))
+
+
+def placement_blocks(fs, path: str, start: int = 0, length: int | None = None) -> list:
+    """``fs.block_locations`` for planning: where the store does not report real placement
+    (``capabilities.block_locations`` false, e.g. memory), the hosts are dropped, so no task
+    is steered by a guess."""
+    blocks = fs.block_locations(path, start, length)
+    if fs.capabilities.block_locations:
+        return blocks
+    return [dataclasses.replace(b, hosts=(), racks=()) for b in blocks]

@@ -105,11 +105,7 @@ def teragen_records(first_row: int, count: int, rng: np.random.Generator) -> np.
 def _write_teragen_file(fs, path: str, first_row: int, count: int, seed: int, index: int,
                         block_size: int | None, replication: int | None) -> int:
     rng = np.random.default_rng([seed, index])
-    if (block_size or replication) and hasattr(fs, "create"):
-        f = fs.create(path, replication=replication, block_size=block_size)
-    else:
-        f = fs.open(path, "wb")
-    with f:
+    with fs.create(path, replication=replication, block_size=block_size) as f:
         for start in range(0, count, _GEN_CHUNK):
             n = min(_GEN_CHUNK, count - start)
             f.write(teragen_records(first_row + start, n, rng).data)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..fs.api import url_to_fs
 from ..fs.base import FileSystem
+from .hosts import placement_blocks
 
 __all__ = ["Chunk", "Partition", "RecordFormat", "expand_paths", "plan_partitions", "DEFAULT_PARTITION_SIZE"]
 
@@ -196,7 +197,7 @@ def _weights(blocks, start: int, end: int) -> dict[str, int]:
 
 def _pieces(fs: FileSystem, path: str, size: int, blocksize: int | None):
     """``(Chunk, weights)`` per storage block (or per ``blocksize`` range) of one file."""
-    blocks = fs.block_locations(path)
+    blocks = placement_blocks(fs, path)
     if blocksize:
         bounds = [(s, min(s + blocksize, size)) for s in range(0, size, blocksize)]
     else:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 from ..fs.api import url_to_fs
+from .hosts import placement_blocks
 from .partitions import Chunk, Partition
 from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
 from .zarrread import ZarrReadSpec, read_zarr_block
@@ -77,7 +78,7 @@ def _object_weights(fs, paths: list[str]) -> list[tuple[int, dict[str, int]]]:
     zarr reads it as the fill value)."""
     def one(path):
         try:
-            blocks = fs.block_locations(path)
+            blocks = placement_blocks(fs, path)
         except (FileNotFoundError, NotADirectoryError):
             return 0, {}
         out: dict[str, int] = defaultdict(int)

@@ -140,9 +140,13 @@ class FileSystem(abc.ABC):
     def _rename(self, src: str, dst: str) -> None:
         """Rename with POSIX ``rename(2)`` semantics (replacing a destination file)."""
 
-    @abc.abstractmethod
     def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
-        """Blocks covering ``[start, start+length)`` of file ``path`` (already clipped to its size)."""
+        """Blocks covering ``[start, start+length)`` of file ``path`` (already clipped to its size).
+
+        Default, for stores that do not say where bytes live (``capabilities.block_locations``
+        false): the range as one block on no particular host.
+        """
+        return [BlockLocation(start, length, (), (), ())]
 
     # -- public API -------------------------------------------------------------------------
     def open(self, path, mode: str = "rb", buffering: int = -1, encoding=None, errors=None, newline=None):
@@ -369,6 +373,26 @@ class FileSystem(abc.ABC):
         """Replace a file's content with ``data`` (creating it); returns the byte count."""
         with self.open(path, "wb") as f:
             return f.write(data)
+
+    def create(self, path, replication: int | None = None, block_size: int | None = None,
+               permission: int | None = None, overwrite: bool = True):
+        """Open a new file for writing (binary, buffered) with per-file storage settings.
+
+        ``replication`` and ``block_size`` are placement settings of stores that keep files in
+        replicated blocks (HDFS applies them at create); stores without per-file settings
+        (POSIX, memory, PLFS containers) write the file as any other. ``permission`` needs a
+        backend that sets modes at create (HDFS); ``overwrite=False`` refuses an existing file.
+        """
+        p = self._path(path)
+        if permission is not None:
+            raise self._unsupported("create with a permission", p, "create the file, then set its mode")
+        return self.open(p, "wb" if overwrite else "xb")
+
+    def open_collective(self, path, mode: str, comm, **options):
+        """Collective open by every rank of ``comm`` (an mpi4py communicator), for backends
+        whose ``capabilities.log_structured`` is true: each rank gets a writer of its own and
+        the close is collective. Elsewhere every rank opens the file itself (``open``)."""
+        raise self._unsupported("collective opens", self._path(path), "open the file on each rank")
 
     def recover_lease(self, path, timeout: float = 60.0) -> None:
         """Close a file whose writer died, so readers see everything it synced. Backends with

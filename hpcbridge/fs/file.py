@@ -307,8 +307,7 @@ class _Positional:
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` (zero-copy); returns the byte count, 0 at EOF."""
-        self._check_open()
-        check_range(offset, len(writable_bytes(buffer, self.url)), self.url)
+        self._check_open()  # the raw file checks the buffer and the range (every backend's does)
         if not self.readable():
             raise io.UnsupportedOperation(f"preadinto: {self.url} is open write-only")
         self._flush_writes()

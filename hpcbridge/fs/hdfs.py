@@ -285,7 +285,7 @@ class HdfsFileSystem(FileSystem):
     capabilities = Capabilities(
         positional_write=False, read_write=False, append=True, concurrent_writers=False,
         rename_replaces=False, block_locations=True, xattrs=False, permissions=True,
-        directories=True, durable_sync=True, truncate=False, visible_writes=False,
+        truncate=False, visible_writes=False,
     )
     # Write buffer: writes larger than it go to hdfs-native without a copy (reads use readahead).
     buffer_size = 256 << 10

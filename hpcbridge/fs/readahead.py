@@ -255,6 +255,15 @@ class ReadaheadReader(io.BufferedIOBase):
             self._pos = self._next_sequential = position + size
             self._hits += 1
             return bytes(chunk[within:within + size])
+        if found is None and size and (size >= self.readahead or position != self._next_sequential):
+            # What readinto would read past the window: the raw file's own bytes object (HDFS:
+            # the client's buffer, not copied into a scratch buffer and copied out again).
+            self._drop_pending()
+            data = self.raw.pread(size, position)
+            self._direct += 1
+            self._bytes_fetched += len(data)
+            self._pos = self._next_sequential = position + len(data)
+            return data
         buffer = bytearray(size)
         n = self.readinto(buffer)
         del buffer[n:]

@@ -19,8 +19,6 @@ class Capabilities:
     log per writer in a PLFS container where it does not).
     """
 
-    #: ``pread`` and ``readinto`` at an offset without moving a shared file position.
-    positional_read: bool = True
     #: ``pwrite`` at any offset of an existing file (HDFS: no).
     positional_write: bool = True
     #: Opening with ``"r+b"``/``"w+b"`` (read and write on one handle).
@@ -37,16 +35,17 @@ class Capabilities:
     xattrs: bool = False
     #: Permission bits and owners are enforced and reported.
     permissions: bool = True
-    #: Directories exist on their own (empty directories are kept).
-    directories: bool = True
-    #: ``sync`` on a file handle makes written data durable (fsync, hsync).
-    durable_sync: bool = True
     #: Bytes written through an unbuffered handle reach the store at once: other readers see
     #: them and they survive a crash of the writing process without ``sync`` (POSIX: the page
     #: cache). HDFS: no (a packet waits for hsync); layers above flush harder there.
     visible_writes: bool = True
     #: Files can be truncated to an arbitrary length.
     truncate: bool = True
+    #: Files are log-structured containers (PLFS): every writer appends to its own log, so many
+    #: processes write one file at once, each open is a writer of its own, and
+    #: :meth:`~hpcbridge.fs.base.FileSystem.open_collective` opens a file for all ranks of an
+    #: MPI job (the MPI layer and the mount ask this, never the backend's class).
+    log_structured: bool = False
 
     def replace(self, **changes: bool) -> "Capabilities":
         """Return a copy with some capabilities changed (for wrapper backends)."""

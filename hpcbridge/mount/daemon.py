@@ -59,10 +59,9 @@ def main(argv=None) -> int:
     try:
         fuse_options, backend_options, flags = split_options(args.options)
         from ..fs.api import url_to_fs
-        from ..plfs.fs import PlfsFileSystem
 
         fs, root = url_to_fs(args.url, **backend_options)
-        if isinstance(fs, PlfsFileSystem) and len(fs.volumes) > 1:
+        if fs.capabilities.log_structured and len(fs.volumes) > 1:
             raise ValueError(f"{args.url}: mounting multi-volume PLFS URLs is not supported; mount one volume root")
         root = fs._path(root)
         if not fs.isdir(root):

@@ -35,7 +35,6 @@ import threading
 import mfusepy
 
 from ..fs.file import OpenMode
-from ..plfs.fs import PlfsFileSystem
 
 __all__ = ["BridgeOperations", "BridgeFUSE"]
 
@@ -380,7 +379,8 @@ class BridgeOperations(mfusepy.Operations):
     def __init__(self, fs, root: str, direct_io: bool = True, max_write: int = 1 << 20):
         self.fs = fs
         self.root = root.rstrip("/") or "/"
-        self.plfs = isinstance(fs, PlfsFileSystem)
+        #: Container semantics (PLFS): files are containers, each open(2) its own writer.
+        self.plfs = fs.capabilities.log_structured
         backing = fs.backing if self.plfs else fs
         #: Written bytes are readable at once (POSIX) rather than at close (HDFS).
         self.visible_writes = backing.capabilities.visible_writes

@@ -11,7 +11,10 @@ writing on POSIX mounts and PLFS containers (``plfs+file://``, ``plfs+hdfs://``)
 
 Errors of collective calls are collective: each rank checks its arguments, the ranks agree
 with one small reduction before any data moves, and if any rank's arguments are bad every rank
-raises that rank's exception (so no rank waits for a partner that gave up). What hpcbridge
+raises that rank's exception (so no rank waits for a partner that gave up). ``Write_at_all``
+carries the check in its plan's agreement instead (one synchronisation per call): a rank
+writing its own large pieces directly may have written them when it learns of another rank's
+bad argument. What hpcbridge
 cannot do faithfully raises ``NotImplementedError`` naming the MPI call; the differential tests
 (tests/mpi/test_differential_mpi.py) compare every call with Open MPI's ``MPI.File``.
 """
@@ -414,6 +417,20 @@ class File:
     # -- collective ---------------------------------------------------------------------------
     def Write_at_all(self, offset: int, buf, status=None) -> int:
         """Collective write of ``buf`` at view offset ``offset``, aggregated in two phases."""
+        if not self._plfs and self._exchanger.agrees_in_plan:
+            # One synchronisation per call, not two: the ranks' argument checks travel with the
+            # plan's agreement (per-object checkpoints spent 40% of their time in the separate
+            # agreement, 4 ranks on 2 cores, py-spy).
+            try:
+                (offset, msg), error = self._prepare_write(offset, buf), None
+                offsets, lengths = self._view.extents(offset, msg.nbytes)
+                data = msg.data
+            except Exception as exc:
+                error, data = exc, memoryview(b"")
+                offsets = lengths = np.empty(0, dtype=np.int64)
+            n = self._exchanger.write(data, offsets, lengths, arg_error=error)
+            _set_status(status, n)
+            return n
         offset, msg = self._collective(lambda: self._prepare_write(offset, buf))
         offsets, lengths = self._view.extents(offset, msg.nbytes)
         n = self._collective_write(msg, offsets, lengths)

@@ -297,26 +297,26 @@ def open_target(comm, url, mode: AccessMode, default_unit: int = 1 << 20, **opti
     Rank 0 creates or truncates the file first so no rank truncates data another rank has
     already written; every rank then opens it. Errors raised on rank 0 are raised on every rank.
     """
-    from ..plfs.fs import PlfsFileSystem
     from .agree import agree
 
     error = None
     try:  # each rank's own checks, agreed on before the ranks talk
         fs, path = url_to_fs(url, **options)
-        plfs = isinstance(fs, PlfsFileSystem)
+        log_structured = fs.capabilities.log_structured  # each rank a writer of its own (PLFS)
         full_url = fs.url(path)
-        if not plfs and mode.write and not (fs.capabilities.positional_write and fs.capabilities.concurrent_writers):
+        shared_writes = fs.capabilities.positional_write and fs.capabilities.concurrent_writers
+        if not log_structured and mode.write and not shared_writes:
             raise io.UnsupportedOperation(
                 f"{full_url}: {fs.backend_name} has no concurrent positional writes, so ranks cannot share one "
                 f"file there; write a PLFS container instead: plfs+{fs.scheme}://{fs.netloc}{path}")
-        if not plfs and mode.read and mode.write and not fs.capabilities.read_write:
+        if not log_structured and mode.read and mode.write and not fs.capabilities.read_write:
             raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} cannot open a file for reading and "
                                           "writing")
     except Exception as exc:
         error = exc
     agree(comm, error)
-    if plfs:
-        return _open_plfs(comm, url, fs, path, mode, **options)
+    if log_structured:
+        return _open_log_structured(comm, fs, path, mode)
     status = None
     if comm.rank == 0:
         try:
@@ -359,22 +359,20 @@ def open_target(comm, url, mode: AccessMode, default_unit: int = 1 << 20, **opti
     return Target(fs, path, raw, mode, unit, read_modify_write=mode.write and raw_mode == "r+b")
 
 
-def _open_plfs(comm, url, fs, path: str, mode: AccessMode, **options) -> Target:
-    from .. import plfs
-
+def _open_log_structured(comm, fs, path: str, mode: AccessMode) -> Target:
     full_url = fs.url(path)
     if mode.read and mode.write:
-        raise io.UnsupportedOperation(f"{full_url}: PLFS handles are read-only or write-only; open with 'r' or 'w'")
+        raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} handles are read-only or write-only; open "
+                                      "with 'r' or 'w'")
     if mode.write and not mode.truncate:
         # A PLFS open for writing starts a new job whose logs override older data by sequence;
         # MPI's "create without truncate" would need the old job kept: say so instead of guessing.
         exists = fs.exists(path) if comm.rank == 0 else None
         exists = comm.bcast(exists, root=0)
         if exists and not mode.exclusive:
-            raise io.UnsupportedOperation(f"{full_url}: PLFS files are rewritten whole: open with mode 'w' "
-                                          "(MPI.MODE_CREATE without truncation is not supported on PLFS)")
-    plfs_mode = "rb" if mode.read else ("xb" if mode.exclusive else "wb")
-    handle = plfs.open(url, plfs_mode, comm=comm, **options)
+            raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} files are rewritten whole: open with "
+                                          f"mode 'w' (MPI.MODE_CREATE without truncation is not supported there)")
+    handle = fs.open_collective(path, "rb" if mode.read else ("xb" if mode.exclusive else "wb"), comm)
     # Read handles come buffered: take their raw file out (detach), or the buffer's finaliser
     # would close it under us.
     raw = handle.detach() if isinstance(handle, io.BufferedIOBase) else handle

@@ -31,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from .agree import agree
 from .behind import WriteBehind
 from .buffers import give_back, take_buffer
 from .plan import CollectivePlan, PieceTable, WindowPieces, file_domains, round_windows
@@ -196,7 +197,8 @@ class Exchanger:
             slot.release()
 
     # -- planning -----------------------------------------------------------------------------
-    def _prepare(self, setting: str, offsets: np.ndarray, lengths: np.ndarray, direct):
+    def _prepare(self, setting: str, offsets: np.ndarray, lengths: np.ndarray, direct,
+                 arg_error: BaseException | None = None):
         """Agree on a plan; returns ``(prepared or None, plan, error of the direct I/O or None)``.
 
         ``direct()`` does this rank's own I/O of its extents, independently. Under ``auto`` a
@@ -205,7 +207,9 @@ class Exchanger:
         cost little more than independent ones; those ranks then take no part in aggregation,
         which covers only the small pieces of the others. When every rank has at most one extent
         the gathered integers carry all extents; otherwise an ``Allgatherv`` of the aggregated
-        ranks' extents follows, as one int64 array.
+        ranks' extents follows, as one int64 array. ``arg_error``: this rank's arguments were
+        bad (it has no extents); a fifth integer tells every rank, and every rank raises it
+        (:func:`hpcbridge.mpi.agree.agree`) instead of planning.
         """
         if setting == "disable":
             # Every rank passed the same hints (checked at open): no need to agree on skipping.
@@ -217,11 +221,13 @@ class Exchanger:
         threshold = max(self.unit, DIRECT_LARGE_PIECE) if self.direct else self.unit
         large = offsets.size == 0 or (setting == "auto" and int(lengths.min()) >= threshold)
         head = np.array([offsets.size, int(large), offsets[0] if offsets.size else 0,
-                         lengths[0] if offsets.size else 0], dtype=np.int64)
-        heads = np.empty((self.size, 4), dtype=np.int64)
+                         lengths[0] if offsets.size else 0, int(arg_error is not None)], dtype=np.int64)
+        heads = np.empty((self.size, 5), dtype=np.int64)
         request = self.comm.Iallgather(head, heads)
-        error = self._run(direct) if large and offsets.size else None
+        error = self._run(direct) if large and offsets.size and arg_error is None else None
         request.Wait()
+        if heads[:, 4].any():
+            agree(self.comm, arg_error)  # raises on every rank
         counts = np.where(heads[:, 1] == 1, 0, heads[:, 0])  # ranks that did their own I/O drop out
         if counts.sum() == 0:
             reason = ("no data" if heads[:, 0].sum() == 0 else
@@ -284,8 +290,21 @@ class Exchanger:
         return specs
 
     # -- collective write ---------------------------------------------------------------------
-    def write(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> int:
-        """Collective: write ``data`` (this rank's bytes, in stream order) to its file extents."""
+    @property
+    def agrees_in_plan(self) -> bool:
+        """True when a collective write's argument check can ride on the plan's ``Iallgather``
+        (:meth:`write` with ``arg_error``) instead of an agreement of its own: every call then
+        agrees on a plan (no write-behind stage, aggregation not disabled)."""
+        return self.stage is None and self.hints.cb_write != "disable"
+
+    def write(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray,
+              arg_error: BaseException | None = None) -> int:
+        """Collective: write ``data`` (this rank's bytes, in stream order) to its file extents.
+
+        ``arg_error`` (only where :attr:`agrees_in_plan`): this rank's arguments were bad; the
+        ranks learn it from the plan's agreement and every rank raises it (ranks whose own
+        pieces go straight to the file may have written them: MPI leaves a file undefined after
+        an erroneous call)."""
         if self.stage is not None:
             due = self.stage.stage(data, offsets, lengths)
             if due == "all":
@@ -293,12 +312,13 @@ class Exchanger:
             elif due == "own":
                 self.drain()
             return len(data)
-        return self._write_now(data, offsets, lengths)
+        return self._write_now(data, offsets, lengths, arg_error)
 
-    def _write_now(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> int:
+    def _write_now(self, data: memoryview, offsets: np.ndarray, lengths: np.ndarray,
+                   arg_error: BaseException | None = None) -> int:
         prepared, plan, error = self._prepare(self.hints.cb_write, offsets, lengths,
                                               lambda: self._write_behind(data, offsets, lengths) if self.direct
-                                              else independent_write(self.target, data, offsets, lengths))
+                                              else independent_write(self.target, data, offsets, lengths), arg_error)
         if prepared is None:
             # Nothing collective follows: each rank reports its own errors, as MPI does.
             self.last_plan = plan

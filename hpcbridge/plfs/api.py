@@ -95,6 +95,12 @@ def open(url, mode: str = "rb", comm=None, shared: bool = False, flatten: bool =
     fs, path = url_to_fs(url, **options)
     if not isinstance(fs, PlfsFileSystem):
         raise ValueError(f"{url!r} is not a PLFS URL (plfs+file://..., plfs+hdfs://...)")
+    return fs.open_collective(path, mode, comm, flatten=flatten)
+
+
+def open_collective(fs: PlfsFileSystem, path, mode: str, comm, flatten: bool = False):
+    """The collective open of :func:`open` on file system ``fs`` (what
+    :meth:`PlfsFileSystem.open_collective` runs)."""
     p = fs._path(path)
     m = OpenMode.parse(mode, fs.url(p))
     if m.text or (m.readable and m.writable):

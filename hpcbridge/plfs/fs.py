@@ -174,7 +174,8 @@ class PlfsFileSystem(FileSystem):
     backend_name = BACKEND
     capabilities = Capabilities(positional_write=True, read_write=False, append=True, concurrent_writers=True,
                                 rename_replaces=True, block_locations=True, xattrs=False, permissions=False,
-                                directories=True, durable_sync=True, truncate=False, visible_writes=False)
+                                truncate=False, visible_writes=False,
+                                log_structured=True)
     unsupported_advice = "PLFS handles are read-only or write-only; reopen for the other direction"
 
     def __init__(self, netloc: str = "", *, backing: str = "file", volumes: tuple[str, ...] = ("/",),
@@ -409,6 +410,16 @@ class PlfsFileSystem(FileSystem):
         collectively)."""
         index, _ = load_index(container, self.on_corruption, comm=comm)
         return PlfsReader(container, index, verify=self.verify, on_corruption=self.on_corruption)
+
+    def open_collective(self, path, mode: str, comm, flatten: bool = False, **options):
+        """Collective open by every rank of ``comm``: ``"rb"`` reads the index logs in parallel,
+        ``"wb"``/``"xb"``/``"ab"`` give each rank a writer and make the close collective (one
+        metadata record for the job); see :func:`hpcbridge.plfs.open`."""
+        from .api import open_collective
+
+        if options:
+            raise TypeError(f"unexpected options {sorted(options)} for a collective open of {self.url(self._path(path))}")
+        return open_collective(self, path, mode, comm, flatten=flatten)
 
     def open_writer(self, path, writer_id: int | None = None):
         """A new writer of ``path`` that keeps what is there (creating the container if missing):

@@ -260,7 +260,7 @@ class PlfsReader:
     # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
         """Read the logical bytes at ``offset`` into ``buffer``; returns the count (short at EOF)."""
-        view = memoryview(buffer).cast("B")
+        view = buffer if isinstance(buffer, memoryview) and buffer.format == "B" else memoryview(buffer).cast("B")
         end = min(offset + len(view), self.size)
         if end <= offset:
             return 0

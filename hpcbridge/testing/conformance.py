@@ -523,3 +523,45 @@ class FileSystemConformance:
         caps = fs.capabilities.as_dict()
         assert {"positional_write", "concurrent_writers", "append", "block_locations", "xattrs"} <= set(caps)
         assert all(isinstance(v, bool) for v in caps.values())
+
+    # -- storage settings at create; collective opens ----------------------------------------
+    def test_create_with_storage_settings(self, fs, root):
+        # Replication and block size apply where files have them (HDFS); elsewhere the file is
+        # written as any other. overwrite=False refuses an existing file.
+        with fs.create(f"{root}/c", replication=1, block_size=1 << 20) as f:
+            f.write(b"created")
+        assert fs.read_bytes(f"{root}/c") == b"created"
+        with pytest.raises(FileExistsError, match=re.escape(fs.url(f"{root}/c"))):
+            fs.create(f"{root}/c", overwrite=False)
+        with fs.create(f"{root}/c") as f:
+            f.write(b"again")
+        assert fs.read_bytes(f"{root}/c") == b"again"
+
+    def test_collective_open_only_where_log_structured(self, fs, root):
+        if fs.capabilities.log_structured:
+            pytest.skip(f"{fs.backend_name}: collective opens run under MPI (tests/mpi)")
+        with pytest.raises(io.UnsupportedOperation, match=re.escape(fs.url(f"{root}/x"))):
+            fs.open_collective(f"{root}/x", "wb", comm=None)
+
+    def test_owners_and_modes_where_permissions(self, fs, root):
+        fs.write_bytes(f"{root}/perm", b"x")
+        info = fs.info(f"{root}/perm")
+        if not fs.capabilities.permissions:
+            pytest.skip(f"{fs.backend_name}: no permission bits or owners")
+        assert info.owner and info.uid >= 0 and stat.S_IMODE(info.mode) != 0
+
+    def test_truncate_where_supported(self, fs, root):
+        path = f"{root}/trunc"
+        fs.write_bytes(path, b"0123456789")
+        if not fs.capabilities.truncate:
+            with fs.open(path, "wb") as f:
+                f.write(b"abc")
+                with pytest.raises(io.UnsupportedOperation):
+                    f.truncate(1)
+            return
+        with fs.open(path, "r+b") as f:
+            assert f.truncate(4) == 4
+        assert fs.read_bytes(path) == b"0123"
+        with fs.open(path, "r+b") as f:
+            f.truncate(6)  # zero-extends
+        assert fs.read_bytes(path) == b"0123\0\0"

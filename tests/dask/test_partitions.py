@@ -87,6 +87,19 @@ def test_metablocks_group_consecutive_small_blocks_of_one_host(tmp_path):
     assert len(single) == 25
 
 
+def test_host_hints_only_where_the_store_reports_placement(tmp_path):
+    # memory:// cuts blocks but does not know hosts (capabilities.block_locations false): its
+    # partitions carry no host to steer a task to; local files do (this host).
+    mem = hpcbridge.connect("memory://hints", block_size=4096)
+    mem.write_bytes("/f", b"x\n" * 50_000)
+    assert not mem.capabilities.block_locations and mem.block_locations("/f")[0].hosts
+    parts = plan_partitions(mem, ["/f"], partition_size=20_000)
+    assert len(parts) == 6 and all(p.hosts == () for p in parts)
+    posix = hpcbridge.connect("file:///", block_size=4096)
+    (tmp_path / "f").write_bytes(b"x\n" * 50_000)
+    assert all(p.hosts for p in plan_partitions(posix, [str(tmp_path / "f")], partition_size=20_000))
+
+
 def test_bad_inputs_name_the_url(tmp_path):
     (tmp_path / "f.txt").write_bytes(b"abc\n" * 10)
     (tmp_path / "odd.bin").write_bytes(b"x" * 150)

@@ -3,7 +3,6 @@ HDF5 files independently; file sizes are the kernels' own formulas."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -71,7 +70,7 @@ def test_bt_io_through_plfs(comm, mpi_tmp_path):
     comm.Barrier()
     if comm.rank == 0:
         assert json.load(open(out))["verified"]
-        shutil.rmtree(f"{mpi_tmp_path}/btio.plfs")
+        assert not os.path.exists(f"{mpi_tmp_path}/btio.plfs")  # removed without --keep
 
 
 @pytest.mark.parametrize("scheme", ["file", "plfs+file"])
@@ -128,6 +127,70 @@ def test_ior_compare_reports_ratios(comm, mpi_tmp_path):
         ratios = json.load(open(out))["ratios"]
         assert {"write: hpcbridge-coll / mpiio-coll", "write: hpcbridge-coll / posix-fpp"} <= set(ratios)
         assert all(v["of_max"] > 0 for v in ratios.values())
+
+
+def test_ior_matrix_runs_every_row_and_mode_and_verifies(comm, mpi_tmp_path):
+    """--matrix, tiny: every row has every mode with a warm-up and a median, the two ratios to
+    Open MPI's collective, and every byte written was read back right (plain pread / BT-IO's
+    own read-back)."""
+    import ior
+
+    out = str(mpi_tmp_path / "ior-matrix.json")
+    assert ior.main(["--matrix", "--objects", "6", "--mib", "2", "--small", "8", "--bt-class", "S", "-i", "2",
+                     "-w", "-e", "--verify", "-o", str(mpi_tmp_path / "matrix" / "testFile"), "--json", out]) == 0
+    comm.Barrier()
+    if comm.rank == 0:
+        matrix = json.load(open(out))["matrix"]
+        assert list(matrix) == list(ior.ROW_NAMES)
+        modes = {"hpcbridge-default", "hpcbridge-tuned", "mpiio-coll", "mpiio-indep", "posix-fpp"}
+        for name, row in matrix.items():
+            assert set(row["modes"]) == modes, name
+            for mode, phases in row["modes"].items():
+                write = phases["write"]
+                assert len(write["MiBps"]) == 2 and write["median_MiBps"] == write["MiBps"][1] > 0, (name, mode)
+                assert write["bad_bytes"] == 0, (name, mode)
+            assert set(row["ratios"]) == {"write: hpcbridge-default / mpiio-coll",
+                                          "write: hpcbridge-tuned / mpiio-coll"}
+            assert row["tuned_hints"] == ior.TUNED_HINTS[name]
+        assert matrix["lanl-per-object"]["segments"] == 6 and matrix["strided-4k"]["segments"] == 8
+        bt = matrix["bt-io-full"]["modes"]
+        assert [r["subtype"] for r in bt["mpiio-indep"]["write"]["runs"]] == ["simple", "simple"]
+        assert all(r["bytes"] == 12 ** 3 * 40 * 12 for m in bt.values() for r in m["write"]["runs"])
+
+
+def test_ior_matrix_check_catches_wrong_bytes(comm, mpi_tmp_path):
+    """The matrix's write check reads the file itself: a byte changed after the write is found."""
+    import ior
+
+    args = ior.parse_args(["-b", "8k", "-t", "4k", "-s", "2"])
+    pattern = ior.Pattern(comm, args.block, args.transfer, args.segments)
+    mode = ior.Mode("POSIX", fpp=True)
+    base = str(mpi_tmp_path / "check" / "f")
+    if comm.rank == 0:
+        os.makedirs(os.path.dirname(base), exist_ok=True)
+    comm.Barrier()
+    assert ior.run_phase(comm, args, mode, pattern, base, writing=True)["bad_bytes"] == 0
+    assert ior.check_written(comm, pattern, mode, base) == 0
+    path = ior.file_name(base, comm.rank, True)
+    with open(path, "r+b") as f:
+        f.seek(5000)
+        old = f.read(1)
+        f.seek(5000)
+        f.write(bytes([old[0] ^ 0xFF]))
+    assert ior.check_written(comm, pattern, mode, base) == 1
+    os.truncate(path, 10000)
+    assert ior.check_written(comm, pattern, mode, base) == 1 + 16384 - 10000
+    comm.Barrier()
+
+
+def test_ior_matrix_rejects_bad_options(capsys):
+    import ior
+
+    for argv in (["--matrix", "--compare"], ["--matrix", "--rows", "nope"], ["--matrix", "--objects", "0"],
+                 ["--matrix", "--hint", "cb_nodes=1"], ["--matrix", "--tuned-hint", "direct_write"]):
+        with pytest.raises(SystemExit):
+            ior.parse_args(argv)
+    assert "--tuned-hint takes NAME=VALUE" in capsys.readouterr().err
 
 
 def test_shared_file_ceiling_small_run_verifies(comm, mpi_tmp_path):
