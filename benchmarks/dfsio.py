@@ -57,8 +57,11 @@ def _pyarrow(url, replication):
         from pyarrow import fs as pafs
 
         host, port = url.split("://", 1)[1].rstrip("/").rsplit(":", 1)
+        # The client settings hpcbridge's drivers use (DataNodes are reached by name: the
+        # testbed's listen on 127.0.0.2-4, not on the address the NameNode reports).
         _connections[key] = pafs.HadoopFileSystem(host, int(port), replication=replication,
-                                                  default_block_size=64 << 20)
+                                                  default_block_size=64 << 20,
+                                                  extra_conf={"dfs.client.use.datanode.hostname": "true"})
     return _connections[key]
 
 
