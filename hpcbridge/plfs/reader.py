@@ -133,23 +133,28 @@ class _Parts:
     the bytes of any range are found by bisection, not by walking from the first buffer (a
     whole-file read checks hundreds of records per run)."""
 
-    __slots__ = ("parts", "starts")
+    __slots__ = ("parts", "starts", "next")
 
     def __init__(self, parts: list):
         self.parts = parts
         self.starts = list(itertools.accumulate((len(p) for p in parts[:-1]), initial=0))
+        self.next = 0  # the buffer after the last one used: records are checked in order
 
     def crc(self, lo: int, hi: int, seed: int) -> int:
         """CRC32C (continuing ``seed``) of bytes ``[lo, hi)`` of the concatenated buffers."""
-        if len(self.parts) == 1:
-            return data_crc(self.parts[0][lo:hi], seed)
-        i = bisect.bisect_right(self.starts, lo) - 1
+        parts, starts = self.parts, self.starts
+        if len(parts) == 1:
+            return data_crc(parts[0][lo:hi], seed)
+        i = self.next
+        if not (i < len(starts) and starts[i] == lo):
+            i = bisect.bisect_right(starts, lo) - 1
         crc = seed
         while lo < hi:
-            part, start = self.parts[i], self.starts[i]
+            part, start = parts[i], starts[i]
             end = min(hi, start + len(part))
             crc = data_crc(part[lo - start:end - start], crc)
             lo, i = end, i + 1
+        self.next = i if lo == starts[i - 1] + len(parts[i - 1]) else i - 1
         return crc
 
 
@@ -360,12 +365,20 @@ class PlfsReader:
             a_search = end
         else:
             a_search = a
-        for start, end, expected, row in self.index.checks.touching(run.writer, a_search, b):
-            if start < a_search or (run.writer, start) in self._verified:
-                continue  # began before this read, which cannot check it (or checked already)
-            hi = min(b, end)
-            crc = parts.crc(start - a, hi - a, 0)
-            self._check_or_carry(run.writer, start, end, expected, row, hi, crc)
+        writer, verified = run.writer, self._verified
+        for start, end, expected, row in self.index.checks.touching(writer, a_search, b):
+            if start < a_search:
+                continue  # began before this read, which cannot check it
+            key = (writer, start)
+            if key in verified:
+                continue
+            if end <= b:  # the whole record in this read (every record but the last of a large read)
+                if parts.crc(start - a, end - a, 0) == expected:
+                    verified.add(key)
+                else:
+                    self._corrupt(row)
+            else:
+                self._check_or_carry(writer, start, end, expected, row, b, parts.crc(start - a, b - a, 0))
 
     def _check_or_carry(self, writer: int, start: int, end: int, expected: int, row: int, hi: int,
                         crc: int) -> None:
