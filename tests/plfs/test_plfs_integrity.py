@@ -361,8 +361,13 @@ def test_record_size_is_what_the_spec_says():
     assert RECORD_SIZE == 64 and reference.RECORD_V2.size == 64
     assert reference.crc32c(b"123456789") == 0xE3069283  # the CRC32C check value (RFC 3720)
     assert hpcbridge.plfs.format.data_crc(b"123456789") == 0xE3069283
-    assert hpcbridge.plfs.format.data_crc(np.arange(1000, dtype=np.uint8)) == \
-        reference.crc32c(np.arange(1000, dtype=np.uint8).tobytes())
+    data = np.arange(1000, dtype=np.uint8)
+    assert hpcbridge.plfs.format.data_crc(data) == reference.crc32c(data.tobytes())
+    # continued over pieces (a merged record's checksum grows write by write), from any split
+    crc = 0
+    for piece in np.split(data, [1, 7, 300, 301, 999]):
+        crc = hpcbridge.plfs.format.data_crc(memoryview(piece), crc)
+    assert crc == reference.crc32c(data.tobytes())
 
 
 def test_version_1_containers_stay_readable_and_writable(tmp_path, capsys):
