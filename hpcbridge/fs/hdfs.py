@@ -103,13 +103,16 @@ class _HdfsReadRaw(RawFile):
         self._fs, self._path, self._reader = fs, path, reader
         self._length = len(reader)
         self._stream_lock = threading.Lock()
+        # Reads the client bounds in time itself (libhdfs) run on the caller's thread.
+        self._inline = getattr(fs.client, "reads_bounded", False)
 
     def size(self) -> int:
         """File length at open (HDFS files do not change under a reader, except by append)."""
         return self._length
 
     def _stream(self, offset: int, size: int, into=None) -> list[bytes] | int:
-        """Runs on a pool thread: read ``size`` bytes at ``offset`` in 1 MiB stream reads.
+        """Runs on a pool thread (on the caller's where the client bounds reads itself): read
+        ``size`` bytes at ``offset`` in 1 MiB stream reads.
 
         Returns the chunks, or with ``into`` (a memoryview) copies them there and returns the count.
         """
@@ -132,7 +135,8 @@ class _HdfsReadRaw(RawFile):
         """``size`` bytes at ``offset`` as a list of chunks (no joining copy), in one pool call."""
         self._check_access(offset, size)
         size = min(size, max(0, self._length - offset))
-        return self._fs._call("read", self._path, self._stream, offset, size, io_call=True) if size else []
+        return self._fs._call("read", self._path, self._stream, offset, size, io_call=True,
+                              inline=self._inline) if size else []
 
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` (clipped at the end of the file)."""
@@ -148,7 +152,7 @@ class _HdfsReadRaw(RawFile):
         while done < size:  # one pool call per 16 MiB keeps each call's timeout meaningful
             n = min(16 * _CHUNK, size - done)
             got = self._fs._call("read", self._path, self._stream, offset + done, n, view[done:done + n],
-                                 io_call=True)
+                                 io_call=True, inline=self._inline)
             if not got:
                 break
             done += got
@@ -418,9 +422,12 @@ class HdfsFileSystem(FileSystem):
         return client
 
     # -- calls and errors ---------------------------------------------------------------------
-    def _call(self, what: str, path: str, function, *args, io_call: bool = False):
-        """Run one client call on the pool with its timeout, translating errors to name the URL."""
+    def _call(self, what: str, path: str, function, *args, io_call: bool = False, inline: bool = False):
+        """Run one client call on the pool with its timeout, translating errors to name the URL
+        (``inline``: on the caller's thread, for calls the client itself bounds in time)."""
         try:
+            if inline:
+                return function(*args)
             return self.pool.call(self.io_timeout if io_call else self.timeout, f"{what} {self.url(path)}",
                                   function, *args)
         except (BackendUnavailable, ForkSafetyError):
