@@ -132,7 +132,8 @@ class _HdfsReadRaw(RawFile):
         return chunks if into is None else done
 
     def fetch(self, size: int, offset: int) -> list[bytes]:
-        """``size`` bytes at ``offset`` as a list of chunks (no joining copy), in one pool call."""
+        """``size`` bytes at ``offset`` as a list of chunks (no joining copy), in one call (on the
+        pool, or inline where the client bounds reads itself)."""
         self._check_access(offset, size)
         size = min(size, max(0, self._length - offset))
         return self._fs._call("read", self._path, self._stream, offset, size, io_call=True,
