@@ -6,6 +6,15 @@ Every client call of a connection goes through one :class:`CallPool`: a fixed nu
 threads (a call stuck in a dead service never blocks interpreter exit), and the caller waits at
 most ``timeout`` seconds before getting :class:`~hpcbridge.errors.BackendUnavailable`.
 
+A thread can ask for its calls to run on itself instead (:func:`calls_on_this_thread`): code that
+runs while holding a lock another thread's garbage collection may need must never wait for
+another thread. h5py holds its global lock while it calls a Python file object, and a pool thread
+that starts a cyclic garbage collection freeing h5py objects waits for that lock: a read waiting
+for that thread deadlocked until its timeout (h5py #2019; seen as a README tour failure).
+
+Threads idle for :data:`IDLE_EXIT` seconds leave (a pool makes them again on demand), so a
+process that opens many connections keeps no thread per connection it stopped using.
+
 Daemon threads have one hazard at exit: a call inside a native client that released the GIL
 (hdfs-native, through PyO3) and returns while the interpreter finalizes makes CPython < 3.14 end
 the thread with ``pthread_exit``, whose unwinding through Rust frames aborts the whole process
@@ -18,6 +27,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures
+import contextlib
 import os
 import queue
 import threading
@@ -28,13 +38,15 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from ..errors import BackendUnavailable
 
-__all__ = ["CallPool"]
+__all__ = ["CallPool", "calls_on_this_thread", "calls_inline"]
 
 # How long exit waits for calls in flight (a stuck call on a dead service is given up on: it only
 # aborts the process if it happens to return during the short finalization that follows).
 EXIT_GRACE = 10.0
 _POOLS: "weakref.WeakSet[CallPool]" = weakref.WeakSet()
-_worker = threading.local()  # .pool: the pool whose worker the current thread is
+_worker = threading.local()  # .pool: the pool whose worker the current thread is; .inline: depth
+#: Seconds an idle worker thread waits for a call before it leaves.
+IDLE_EXIT = 30.0
 _EXIT_HOOK = []  # registered once, when the first pool is made (no work at import time)
 
 
@@ -45,6 +57,29 @@ def _drain_at_exit(grace: float = EXIT_GRACE) -> None:
         with pool._lock:
             while pool._in_flight and pool._finished.wait(max(0.0, deadline - time.monotonic())):
                 pass
+
+
+@contextlib.contextmanager
+def calls_on_this_thread():
+    """Inside the block, every :meth:`CallPool.call` and :meth:`CallPool.submit` of this thread
+    runs on this thread, without a timeout.
+
+    For code that runs holding a lock which other threads may need: h5py holds its global lock
+    while it calls a Python file object, and a worker thread whose allocation starts a cyclic
+    garbage collection that frees h5py objects waits for that lock; a caller waiting for that
+    worker would wait until its timeout (h5py #2019). Nests.
+    """
+    depth = getattr(_worker, "inline", 0)
+    _worker.inline = depth + 1
+    try:
+        yield
+    finally:
+        _worker.inline = depth
+
+
+def calls_inline() -> bool:
+    """Whether this thread's pool calls run on it (inside :func:`calls_on_this_thread`)."""
+    return getattr(_worker, "inline", 0) > 0
 
 
 class CallPool:
@@ -91,6 +126,13 @@ class CallPool:
         _worker.pool = self
         task = inbox.get()
         while True:
+            if task is None:  # idle for IDLE_EXIT seconds: leave, unless a call is being handed over
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        self._threads -= 1
+                        return
+                task = inbox.get()
             future, function, args, kwargs = task
             outcome = None
             if future.set_running_or_notify_cancel():
@@ -116,11 +158,23 @@ class CallPool:
                     future.set_exception(outcome[1])
             future = outcome = None  # nor its result, once the caller has it
             if task is None:
-                task = inbox.get()
+                try:
+                    task = inbox.get(timeout=IDLE_EXIT)
+                except queue.Empty:
+                    pass
 
     def submit(self, function, *args, **kwargs) -> Future:
-        """Queue a call; returns its Future (threads start on demand, up to ``workers``)."""
+        """Queue a call; returns its Future (threads start on demand, up to ``workers``).
+
+        Inside :func:`calls_on_this_thread` the call runs now, and the Future returned is done."""
         future: Future = Future()
+        if calls_inline():
+            future.set_running_or_notify_cancel()
+            try:
+                future.set_result(function(*args, **kwargs))
+            except BaseException as exc:  # handed to the caller, as from a worker
+                future.set_exception(exc)
+            return future
         self._queue(future, function, args, kwargs)
         return future
 
@@ -147,10 +201,11 @@ class CallPool:
         BackendUnavailable
             If the call does not finish in time (``what`` and the service name the operation).
         """
-        if getattr(_worker, "pool", None) is self:
+        if getattr(_worker, "pool", None) is self or calls_inline():
             # A call from one of this pool's own threads (a background prefetch reading through
             # the connection) runs right here: queueing it would hold this thread waiting for
-            # another, and enough such callers would starve the pool until every timeout.
+            # another, and enough such callers would starve the pool until every timeout. So do
+            # calls inside calls_on_this_thread() (see there).
             return function(*args, **kwargs)
         future: Future = Future()  # made first: a signal landing anywhere below finds it
         try:

@@ -18,6 +18,7 @@ import io
 from dataclasses import dataclass
 
 from .file import MAX_OFFSET, check_range, writable_bytes
+from .pool import calls_inline
 
 __all__ = ["ReadaheadReader", "ReadaheadStats", "DEFAULT_READAHEAD"]
 
@@ -200,7 +201,9 @@ class ReadaheadReader(io.BufferedIOBase):
         self._cur, self._cur_start, self._cur_len = b"", -1, 0
         self._fills += 1
         following = position + self._window_len
-        if self.prefetch and following < self._size:
+        # Not where calls run on the caller's thread (calls_on_this_thread): a prefetch would be
+        # a second read waited for at once.
+        if self.prefetch and following < self._size and not calls_inline():
             next_length = min(self.prefetch_size, self._size - following)
             self._pending = (following, self._submit(self._fetch, next_length, following))
             self._bytes_fetched += next_length

@@ -8,6 +8,12 @@ at least ``bypass`` bytes go straight to storage into the caller's buffer (raw d
 
 It is an ``io.RawIOBase`` (``readinto``/``seek``/``tell``), which is what ``h5py.File`` accepts
 as a file-like object, and has ``pread``/``preadinto`` for the parsers of this package.
+
+h5py calls ``readinto`` holding its global lock, which any thread's garbage collection of h5py
+objects also needs; so storage calls made from ``readinto`` run on the calling thread
+(:func:`~hpcbridge.fs.pool.calls_on_this_thread`) and never wait for a worker thread that may
+be stuck on that lock (h5py #2019: it deadlocked until the connection's timeout). Such calls
+have no per-call timeout.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import io
 import threading
 from collections import OrderedDict
+
+from ..fs.pool import calls_on_this_thread
 
 __all__ = ["BlockCacheFile", "DEFAULT_BLOCK", "DEFAULT_BLOCKS"]
 
@@ -92,8 +100,10 @@ class BlockCacheFile(io.RawIOBase):
         return self._pos
 
     def readinto(self, buffer) -> int:
-        """Read at the position into ``buffer`` and advance."""
-        n = self.preadinto(buffer, self._pos)
+        """Read at the position into ``buffer`` and advance (h5py's read: storage calls run on
+        this thread, see the module's docstring)."""
+        with calls_on_this_thread():
+            n = self.preadinto(buffer, self._pos)
         self._pos += n
         return n
 
