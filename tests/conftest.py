@@ -17,7 +17,7 @@ def hdfs_cluster():
     from hpcbridge.testbed import HdfsCluster
 
     base = tempfile.mkdtemp(prefix="hpcbridge-hdfs-")
-    cluster = HdfsCluster(base, datanodes=3, racks=2, replication=1)
+    cluster = HdfsCluster(base, datanodes=3, racks=2)  # replication 2: see HdfsCluster
     cluster.up()
     saved = os.environ.get("HADOOP_CONF_DIR")
     os.environ["HADOOP_CONF_DIR"] = cluster.info.conf_dir

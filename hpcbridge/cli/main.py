@@ -482,9 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
     p.add_argument("--racks", type=int, default=1, help="racks the DataNodes are spread over (default 1)")
-    p.add_argument("--replication", type=int, default=1,
-                   help="default replication of new files (default 1; hdfs-native closes replication-1 files "
-                        "~0.5 s late, see docs/hdfs.md)")
+    p.add_argument("--replication", type=int, default=None,
+                   help="default replication of new files (default 2, or 1 with one DataNode: closes of "
+                        "replication-1 files wait for the DataNode's report)")
     p.add_argument("--block-size", type=positive_size, default=parse_size("64M"), help="default block size (64M)")
     p.add_argument("--dask", action="store_true",
                    help="up: also start a Dask scheduler on 127.0.0.1 and one worker per DataNode host, bound to "
