@@ -688,7 +688,8 @@ class File:
         return self._position
 
     def Get_size(self) -> int:
-        """Current file size in bytes (PLFS write handles: the end of this rank's writes)."""
+        """Current file size in bytes (PLFS write handles: the end of this rank's writes, or of
+        every rank's as of the last Sync)."""
         self._check()
         self._exchanger.drain()
         return self._target.size()
@@ -749,7 +750,11 @@ class File:
         except OSError as exc:
             error = exc
         self._exchanger._raise_collectively(error, "sync")
-        self.comm.Barrier()
+        from mpi4py import MPI
+
+        # Handles that see only their own writes (PLFS) learn the file's end from every rank:
+        # this allreduce is also the barrier.
+        self._target.synced(self.comm.allreduce(self._target.size(), op=MPI.MAX))
 
     # -- modes, groups, hints, atomicity, errors ----------------------------------------------
     def Get_amode(self) -> int:

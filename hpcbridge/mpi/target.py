@@ -134,6 +134,10 @@ class Target:
         self.mode = mode
         self.stripe_unit = stripe_unit
         self.read_modify_write = read_modify_write
+        #: Write handles that see only their own writes (log-structured: PLFS) keep the file's end
+        #: as of the last collective sync here (see :meth:`synced`).
+        self.own_writes_only = False
+        self._synced_end = 0
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
@@ -242,8 +246,16 @@ class Target:
         return total
 
     def size(self) -> int:
-        """Current file size (PLFS write handles: the end of this rank's writes)."""
-        return self.raw.size()
+        """Current file size (PLFS write handles: the end of this rank's writes, or of every
+        rank's as of the last collective sync if that is larger)."""
+        return max(self.raw.size(), self._synced_end)
+
+    def synced(self, end: int) -> None:
+        """After a collective sync: ``end`` is the largest size any rank's handle reported. A
+        handle that sees only its own writes keeps it: MPI makes every rank's writes visible
+        after sync-barrier-sync, the file's end included (Open MPI's SEEK_END and Get_size do)."""
+        if self.own_writes_only:
+            self._synced_end = max(self._synced_end, end)
 
     def sync(self) -> None:
         """Make this rank's writes durable (fsync, hsync)."""
@@ -378,4 +390,6 @@ def _open_log_structured(comm, fs, path: str, mode: AccessMode) -> Target:
     raw = handle.detach() if isinstance(handle, io.BufferedIOBase) else handle
     # Log-structured: every writer appends to its own log, so no domain alignment is needed to
     # avoid lock conflicts; align to 1 MiB anyway so domains stay readable in traces.
-    return Target(fs, path, raw, mode, 1 << 20, read_modify_write=False)
+    target = Target(fs, path, raw, mode, 1 << 20, read_modify_write=False)
+    target.own_writes_only = mode.write  # a writer's size is the end of its own log's data
+    return target

@@ -17,14 +17,9 @@ from hypothesis import strategies as st
 import hpcbridge
 from hpcbridge.mpi import File
 
+from .conftest import backend_url, directory_for, make_directory, run_on_all_ranks
+
 pytestmark = pytest.mark.mpi(min_size=2)
-
-
-@pytest.fixture
-def world():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
 
 
 def split(world, nranks):
@@ -37,7 +32,9 @@ def split(world, nranks):
 def collective_examples(comm, strategy, check, max_examples):
     """Run ``check(example)`` on every rank of ``comm`` for examples rank 0 draws with Hypothesis.
 
-    ``check`` must return the same verdict on every rank (None, or a failure message).
+    ``check`` must return the same verdict on every rank (None, or a failure message). Each
+    example runs through :func:`run_on_all_ranks`: an exception on any rank fails the example on
+    every rank (Hypothesis on rank 0 then shrinks it, the other ranks following), never a hang.
     """
     failure = None
     if comm.rank == 0:
@@ -46,13 +43,13 @@ def collective_examples(comm, strategy, check, max_examples):
         @given(strategy)
         def leader(example):
             comm.bcast(("run", example), root=0)
-            verdict = check(example)
+            verdict = run_on_all_ranks(comm, check, example)
             assert verdict is None, verdict
 
         try:
             leader()
-        except AssertionError as exc:
-            failure = str(exc)
+        except Exception as exc:  # any failure, on any rank: the followers learn it below
+            failure = str(exc) if isinstance(exc, AssertionError) else f"{type(exc).__name__}: {exc}"
         comm.bcast(("stop", failure), root=0)
     else:
         while True:
@@ -60,7 +57,10 @@ def collective_examples(comm, strategy, check, max_examples):
             if command == "stop":
                 failure = payload
                 break
-            check(payload)
+            try:
+                run_on_all_ranks(comm, check, payload)
+            except Exception:  # rank 0 got it too; Hypothesis there decides what runs next
+                pass
     assert failure is None, failure
 
 
@@ -119,15 +119,6 @@ def read_whole(url, options):
         return f.read()
 
 
-def url_for(where, directory, backing, name):
-    if where == "posix":
-        return f"file://{directory}/{name}", {}
-    if where == "plfs-posix":
-        return f"plfs+file://{directory}/{name}", {}
-    url, webhdfs = backing["hdfs"]
-    return url.replace("hdfs://", "plfs+hdfs://") + f"{directory}/{name}", {"webhdfs": webhdfs}
-
-
 def write_and_check(comm, example, url, options, collective: bool) -> str | None:
     """Write the example (collectively or not), read it back both ways; a verdict for all ranks."""
     from mpi4py import MPI
@@ -184,9 +175,18 @@ def write_and_check(comm, example, url, options, collective: bool) -> str | None
 def examples_on_first_ranks(world, nranks, strategy, make_check, max_examples):
     """:func:`collective_examples` on a communicator of the first ``nranks`` world ranks, with
     ``make_check(comm)`` as the check; every world rank meets at the end, pass or fail (a rank
-    left outside would otherwise wait for ranks that went on to the next test)."""
+    left outside would otherwise wait for ranks that went on to the next test).
+
+    ``nranks="self"``: on COMM_SELF, every rank drawing and running the same examples alone (the
+    checks must then name their files per rank: :func:`directory_for`)."""
     from mpi4py import MPI
 
+    if nranks == "self":
+        try:
+            collective_examples(MPI.COMM_SELF, strategy, make_check(MPI.COMM_SELF), max_examples)
+        finally:
+            world.Barrier()
+        return
     if world.size < nranks:
         pytest.skip(f"needs {nranks} ranks, the world has {world.size}")
     comm = split(world, nranks)
@@ -200,23 +200,26 @@ def examples_on_first_ranks(world, nranks, strategy, make_check, max_examples):
         world.Barrier()
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("nranks", ["self", 1, 2, 3, 4])
 @pytest.mark.parametrize("where", ["posix", "plfs-posix"])
 def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nranks, where):
     counter = {"n": 0}
 
     def make_check(comm):
+        directory = directory_for(comm, mpi_tmp_path)
+
         def check(example):
             counter["n"] += 1
             verdicts = []
             for collective in (True, False):
-                url, options = url_for(where, mpi_tmp_path, None, f"h{nranks}-{counter['n']}-{int(collective)}")
+                url, options = backend_url(where, directory, f"h{nranks}-{counter['n']}-{int(collective)}")
                 verdicts.append(write_and_check(comm, example, url, options, collective))
             bad = [v for v in verdicts if v]
             return " | ".join(bad) if bad else None
         return check
 
-    examples_on_first_ranks(world, nranks, patterns(nranks), make_check, max_examples=12)
+    examples_on_first_ranks(world, nranks, patterns(1 if nranks == "self" else nranks), make_check,
+                            max_examples=12)
 
 
 @pytest.mark.parametrize("nranks", [3, 4])
@@ -228,10 +231,7 @@ def test_plfs_on_hdfs_collective_write_and_read(world, mpi_tmp_path, backing, nr
     comm = split(world, nranks)
     if comm != MPI.COMM_NULL:
         try:
-            if comm.rank == 0:
-                hpcbridge.connect(backing["hdfs"][0], webhdfs=backing["hdfs"][1]).mkdir(
-                    str(mpi_tmp_path), parents=True, exist_ok=True)
-            comm.Barrier()
+            make_directory(comm, "plfs-hdfs", str(mpi_tmp_path), backing)
             # LANL strided 47001-byte objects plus an uneven tail, holes between some objects.
             S, nobj = 47001, 3
             extents = [[] for _ in range(nranks)]
@@ -241,7 +241,7 @@ def test_plfs_on_hdfs_collective_write_and_read(world, mpi_tmp_path, backing, nr
             example = {"extents": extents, "seed": 7,
                        "hints": {"cb_buffer_size": "64k", "cb_nodes": 2, "cb_write": "enable", "cb_read": "enable"}}
             for collective in (True, False):
-                url, options = url_for("plfs-hdfs", mpi_tmp_path, backing, f"ckpt{nranks}-{int(collective)}")
+                url, options = backend_url("plfs-hdfs", str(mpi_tmp_path), f"ckpt{nranks}-{int(collective)}", backing)
                 verdict = write_and_check(comm, example, url, options, collective)
                 assert verdict is None, verdict
         finally:
@@ -473,16 +473,19 @@ def write_behind_and_check(comm, example, url, options, readable: bool) -> str |
     return "; ".join(flat) if flat else None
 
 
-@pytest.mark.parametrize("nranks", [1, 3, 4])
+@pytest.mark.parametrize("nranks", ["self", 1, 3, 4])
 @pytest.mark.parametrize("where", ["posix", "plfs-posix"])
 def test_write_behind_across_calls_equals_reference(world, mpi_tmp_path, nranks, where):
     counter = {"n": 0}
 
     def make_check(comm):
+        directory = directory_for(comm, mpi_tmp_path)
+
         def check(example):
             counter["n"] += 1
-            url, options = url_for(where, mpi_tmp_path, None, f"wb{nranks}-{counter['n']}")
+            url, options = backend_url(where, directory, f"wb{nranks}-{counter['n']}")
             return write_behind_and_check(comm, example, url, options, readable=where == "posix")
         return check
 
-    examples_on_first_ranks(world, nranks, write_behind_examples(nranks), make_check, max_examples=15)
+    examples_on_first_ranks(world, nranks, write_behind_examples(1 if nranks == "self" else nranks), make_check,
+                            max_examples=15)

@@ -14,24 +14,17 @@ BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 sys.path.insert(0, os.path.abspath(BENCH))
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
-
-
 @pytest.mark.parametrize("collective", [False, True])
-def test_flash_io_small(comm, mpi_tmp_path, collective):
+def test_flash_io_small(world, mpi_tmp_path, collective):
     import flash_io
 
     out = str(mpi_tmp_path / "flash.json")
     args = ["--nxb", "8", "--blocks", "4", "--dir", str(mpi_tmp_path), "--keep", "--output", out]
     assert flash_io.main(args + (["--collective"] if collective else [])) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         result = json.load(open(out))
-        total = sum(4 + r % 3 for r in range(comm.size))
+        total = sum(4 + r % 3 for r in range(world.size))
         assert result["verified"] and result["blocks"] == total
         assert [round(f["raw_MiB"] * 2**20) for f in result["files"]] == [
             total * (8 ** 3 * 192 + 164), total * (8 ** 3 * 16 + 116), total * (9 ** 3 * 16 + 116)]
@@ -49,32 +42,32 @@ def test_flash_io_small(comm, mpi_tmp_path, collective):
 
 
 @pytest.mark.parametrize("subtype", ["full", "simple", "epio"])
-def test_bt_io_class_s(comm, mpi_tmp_path, subtype):
+def test_bt_io_class_s(world, mpi_tmp_path, subtype):
     import bt_io
 
     out = str(mpi_tmp_path / f"bt-{subtype}.json")
     assert bt_io.main(["--class", "S", "--subtype", subtype, "--dir", str(mpi_tmp_path), "--output", out]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         result = json.load(open(out))
         assert result["verified"] and result["dumps"] == 12
         assert result["file_bytes"] == 12 ** 3 * 40 * 12  # 0.83 MB, the NPB class S size
 
 
-def test_bt_io_through_plfs(comm, mpi_tmp_path):
+def test_bt_io_through_plfs(world, mpi_tmp_path):
     import bt_io
 
     out = str(mpi_tmp_path / "bt-plfs.json")
     url = f"plfs+file://{mpi_tmp_path}/btio.plfs"
     assert bt_io.main(["--class", "S", "--subtype", "simple", "--url", url, "--output", out]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         assert json.load(open(out))["verified"]
         assert not os.path.exists(f"{mpi_tmp_path}/btio.plfs")  # removed without --keep
 
 
 @pytest.mark.parametrize("scheme", ["file", "plfs+file"])
-def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(comm, mpi_tmp_path, scheme):
+def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(world, mpi_tmp_path, scheme):
     """BT-IO full: the same view through hpcbridge.mpi.File gives the same bytes as MPI-IO."""
     import bt_io
 
@@ -83,8 +76,8 @@ def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(comm, mpi_tmp_path
     assert bt_io.main(["--class", "S", "--subtype", "full", "--url", url, "--output", out, "--keep"]) == 0
     assert bt_io.main(["--class", "S", "--subtype", "full", "--dir", str(mpi_tmp_path), "--keep",
                        "--output", str(mpi_tmp_path / "bt-stock.json")]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         import hpcbridge
 
         assert json.load(open(out))["verified"]
@@ -92,14 +85,14 @@ def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(comm, mpi_tmp_path
         fs, path = hpcbridge.url_to_fs(url)
         with fs.open(path, "rb") as f:
             assert f.read() == stock and len(stock) == 12 ** 3 * 40 * 12
-    comm.Barrier()
+    world.Barrier()
 
 
 @pytest.mark.parametrize("api,flags", [
     ("POSIX", []), ("POSIX", ["-F"]), ("MPIIO", ["-c"]), ("MPIIO", []), ("HDF5", ["-c"]),
     ("HPCBRIDGE", ["-c"]), ("HPCBRIDGE", ["-c", "-V", "--one-call"]), ("HPCBRIDGE", []),
 ])
-def test_ior_small_runs_verify(comm, mpi_tmp_path, api, flags):
+def test_ior_small_runs_verify(world, mpi_tmp_path, api, flags):
     """Each IOR API writes, reads back the neighbour's data (-C) and checks every byte."""
     import ior
 
@@ -107,29 +100,29 @@ def test_ior_small_runs_verify(comm, mpi_tmp_path, api, flags):
     rc = ior.main(["-a", api, "-b", "96k", "-t", "32k", "-s", "3", "-C", "-e", "--verify", "-i", "2",
                    "-o", str(mpi_tmp_path / f"ior-{api}-{len(flags)}" / "testFile"), "--json", out] + flags)
     assert rc == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         result = json.load(open(out))
         (write_key,) = [k for k in result["results"] if k.endswith("/write")]
         runs = result["results"][write_key]
-        assert len(runs) == 2 and all(r["bytes"] == 96 * 1024 * 3 * comm.size for r in runs)
+        assert len(runs) == 2 and all(r["bytes"] == 96 * 1024 * 3 * world.size for r in runs)
         assert all(r["bad_bytes"] == 0 for runs in result["results"].values() for r in runs)
 
 
-def test_ior_compare_reports_ratios(comm, mpi_tmp_path):
+def test_ior_compare_reports_ratios(world, mpi_tmp_path):
     import ior
 
     out = str(mpi_tmp_path / "ior-compare.json")
     assert ior.main(["--compare", "-b", "47001", "-t", "47001", "-s", "8", "-V", "--one-call", "--verify",
                      "-o", str(mpi_tmp_path / "cmp" / "testFile"), "--json", out]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         ratios = json.load(open(out))["ratios"]
         assert {"write: hpcbridge-coll / mpiio-coll", "write: hpcbridge-coll / posix-fpp"} <= set(ratios)
         assert all(v["of_max"] > 0 for v in ratios.values())
 
 
-def test_ior_matrix_runs_every_row_and_mode_and_verifies(comm, mpi_tmp_path):
+def test_ior_matrix_runs_every_row_and_mode_and_verifies(world, mpi_tmp_path):
     """--matrix, tiny: every row has every mode with a warm-up and a median, the two ratios to
     Open MPI's collective, and every byte written was read back right (plain pread / BT-IO's
     own read-back)."""
@@ -138,8 +131,8 @@ def test_ior_matrix_runs_every_row_and_mode_and_verifies(comm, mpi_tmp_path):
     out = str(mpi_tmp_path / "ior-matrix.json")
     assert ior.main(["--matrix", "--objects", "6", "--mib", "2", "--small", "8", "--bt-class", "S", "-i", "2",
                      "-w", "-e", "--verify", "-o", str(mpi_tmp_path / "matrix" / "testFile"), "--json", out]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         matrix = json.load(open(out))["matrix"]
         assert list(matrix) == list(ior.ROW_NAMES)
         modes = {"hpcbridge-default", "hpcbridge-tuned", "mpiio-coll", "mpiio-indep", "posix-fpp"}
@@ -158,29 +151,29 @@ def test_ior_matrix_runs_every_row_and_mode_and_verifies(comm, mpi_tmp_path):
         assert all(r["bytes"] == 12 ** 3 * 40 * 12 for m in bt.values() for r in m["write"]["runs"])
 
 
-def test_ior_matrix_check_catches_wrong_bytes(comm, mpi_tmp_path):
+def test_ior_matrix_check_catches_wrong_bytes(world, mpi_tmp_path):
     """The matrix's write check reads the file itself: a byte changed after the write is found."""
     import ior
 
     args = ior.parse_args(["-b", "8k", "-t", "4k", "-s", "2"])
-    pattern = ior.Pattern(comm, args.block, args.transfer, args.segments)
+    pattern = ior.Pattern(world, args.block, args.transfer, args.segments)
     mode = ior.Mode("POSIX", fpp=True)
     base = str(mpi_tmp_path / "check" / "f")
-    if comm.rank == 0:
+    if world.rank == 0:
         os.makedirs(os.path.dirname(base), exist_ok=True)
-    comm.Barrier()
-    assert ior.run_phase(comm, args, mode, pattern, base, writing=True)["bad_bytes"] == 0
-    assert ior.check_written(comm, pattern, mode, base) == 0
-    path = ior.file_name(base, comm.rank, True)
+    world.Barrier()
+    assert ior.run_phase(world, args, mode, pattern, base, writing=True)["bad_bytes"] == 0
+    assert ior.check_written(world, pattern, mode, base) == 0
+    path = ior.file_name(base, world.rank, True)
     with open(path, "r+b") as f:
         f.seek(5000)
         old = f.read(1)
         f.seek(5000)
         f.write(bytes([old[0] ^ 0xFF]))
-    assert ior.check_written(comm, pattern, mode, base) == 1
+    assert ior.check_written(world, pattern, mode, base) == 1
     os.truncate(path, 10000)
-    assert ior.check_written(comm, pattern, mode, base) == 1 + 16384 - 10000
-    comm.Barrier()
+    assert ior.check_written(world, pattern, mode, base) == 1 + 16384 - 10000
+    world.Barrier()
 
 
 def test_ior_matrix_rejects_bad_options(capsys):
@@ -193,15 +186,15 @@ def test_ior_matrix_rejects_bad_options(capsys):
     assert "--tuned-hint takes NAME=VALUE" in capsys.readouterr().err
 
 
-def test_shared_file_ceiling_small_run_verifies(comm, mpi_tmp_path):
+def test_shared_file_ceiling_small_run_verifies(world, mpi_tmp_path):
     """Every mode of the ceiling benchmark writes the bytes it claims to, at the right offsets."""
     import shared_file_ceiling
 
     out = str(mpi_tmp_path / "ceiling.json")
     assert shared_file_ceiling.main(["-b", "256k", "-t", "64k", "--chunk", "128k", "-i", "2", "-e", "--verify",
                                      "-o", str(mpi_tmp_path / "ceiling"), "--json", out]) == 0
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         result = json.load(open(out))
         assert set(result["MiBps"]) == set(shared_file_ceiling.MODES)
         assert all(len(v) == 2 and min(v) > 0 for v in result["MiBps"].values())
@@ -209,7 +202,7 @@ def test_shared_file_ceiling_small_run_verifies(comm, mpi_tmp_path):
         assert result["shared_ceiling"]["mode"].startswith("shared")
 
 
-def test_shared_file_ceiling_rejects_bad_input(comm, capsys):
+def test_shared_file_ceiling_rejects_bad_input(world, capsys):
     import shared_file_ceiling
 
     for argv, message in ((["--modes", "fpp,nope"], "unknown mode"), (["-b", "1m", "-t", "3000"], "multiple of -t"),

@@ -16,18 +16,11 @@ pytestmark = pytest.mark.mpi(min_size=4)
 N = 40_000  # float64 per rank: 320 KB
 
 
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
-
-
 @pytest.fixture(params=["posix", "hdfs"])
-def plfs_mount(request, comm, backing):
+def plfs_mount(request, world, backing):
     """Rank 0 mounts a fresh PLFS directory; every rank learns (mount point, backend URL)."""
     setup, m, cleanup = None, None, None
-    if comm.rank == 0:
+    if world.rank == 0:
         try:
             if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
                 raise RuntimeError("skip: no /dev/fuse or fusermount3 (Debian fuse3)")
@@ -50,7 +43,7 @@ def plfs_mount(request, comm, backing):
             setup = ("ok", m.path, url)
         except Exception as exc:
             setup = ("error", repr(exc))
-    setup = comm.bcast(setup, root=0)
+    setup = world.bcast(setup, root=0)
     if setup[0] == "error":
         if "skip:" in setup[1]:
             pytest.skip(setup[1])
@@ -58,7 +51,7 @@ def plfs_mount(request, comm, backing):
     try:
         yield setup[1], setup[2]
     finally:
-        comm.Barrier()
+        world.Barrier()
         if m is not None:
             m.unmount()
             os.rmdir(m.path)
@@ -69,13 +62,13 @@ def _expected(rank):
     return np.arange(N, dtype=np.float64) + rank * 1e6
 
 
-def test_parallel_hdf5_three_ranks_through_the_mount(comm, plfs_mount):
+def test_parallel_hdf5_three_ranks_through_the_mount(world, plfs_mount):
     import h5py
     from mpi4py import MPI
 
     mountpoint, url = plfs_mount
     path = os.path.join(mountpoint, "ckpt.h5")
-    sub = comm.Split(0 if comm.rank < 3 else MPI.UNDEFINED, comm.rank)
+    sub = world.Split(0 if world.rank < 3 else MPI.UNDEFINED, world.rank)
     if sub != MPI.COMM_NULL:
         with h5py.File(path, "w", driver="mpio", comm=sub) as f:  # N-1: three writers of one file
             dset = f.create_dataset("data", (3 * N,), dtype="f8")
@@ -85,8 +78,8 @@ def test_parallel_hdf5_three_ranks_through_the_mount(comm, plfs_mount):
             with grid.collective:
                 grid[sub.rank] = np.full((64, 64), sub.rank + 7, dtype="i4")
         sub.Free()
-    comm.Barrier()
-    if comm.rank == 0:
+    world.Barrier()
+    if world.rank == 0:
         import hpcbridge.plfs
 
         want = np.concatenate([_expected(r) for r in range(3)])
@@ -106,4 +99,4 @@ def test_parallel_hdf5_three_ranks_through_the_mount(comm, plfs_mount):
         assert library_bytes == mounted_bytes
         with h5py.File(io.BytesIO(library_bytes), "r") as f:
             np.testing.assert_array_equal(f["data"][:], want)
-    comm.Barrier()
+    world.Barrier()

@@ -8,39 +8,26 @@ import hpcbridge
 import hpcbridge.plfs
 from hpcbridge.plfs.format import RECORD_SIZE
 
+from .conftest import PLFS_BACKENDS, backend_url, directory_for, make_directory
+
 pytestmark = pytest.mark.mpi(min_size=2)
-
-
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
-
-
-def container_url(where, backing, tmp, name):
-    if where == "posix":
-        return f"plfs+file://{tmp}/{name}", {}
-    url, webhdfs = backing["hdfs"]
-    return url.replace("hdfs://", "plfs+hdfs://") + f"/mpi/{name}", {"webhdfs": webhdfs}
 
 
 def piece(rank, i, size):
     return np.full(size, (rank * 13 + i) % 251 + 1, dtype=np.uint8)
 
 
-@pytest.mark.parametrize("where", ["posix", "hdfs"])
+@pytest.mark.parametrize("backend", PLFS_BACKENDS)
 @pytest.mark.parametrize("pattern", ["strided", "segmented"])
-def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, backing, pattern, where):
-    url, options = container_url(where, backing, mpi_tmp_path, f"ckpt-{pattern}")
+def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, backing, pattern, backend):
+    directory = directory_for(comm, mpi_tmp_path)
+    url, options = backend_url(backend, directory, f"ckpt-{pattern}", backing)
     S, nobj, P = 47001, 12, comm.size
 
     def offset(rank, i):
         return i * P * S + rank * S if pattern == "strided" else rank * nobj * S + i * S
 
-    if where == "hdfs" and comm.rank == 0:
-        hpcbridge.connect(backing["hdfs"][0], webhdfs=options["webhdfs"]).mkdir("/mpi", exist_ok=True)
-    comm.Barrier()
+    make_directory(comm, backend, directory, backing)
     f = hpcbridge.plfs.open(url, "wb", comm=comm, **options)
     for i in range(nobj):
         f.pwrite(piece(comm.rank, i, S), offset(comm.rank, i))
@@ -70,11 +57,12 @@ def test_n1_checkpoint_and_read_back_with_fewer_ranks(comm, mpi_tmp_path, backin
 def test_collective_read_merges_the_index_in_parallel(comm, mpi_tmp_path):
     from hpcbridge.plfs.reader import load_index
 
-    url = f"plfs+file://{mpi_tmp_path}/par"
+    directory = directory_for(comm, mpi_tmp_path)
+    url = f"plfs+file://{directory}/par"
     f = hpcbridge.plfs.open(url, "wb", comm=comm)
     f.pwrite(np.full(1000, comm.rank + 1, np.uint8), comm.rank * 1000)
     f.close()
-    container = hpcbridge.connect("plfs+file:///").container(f"{mpi_tmp_path}/par")
+    container = hpcbridge.connect("plfs+file:///").container(f"{directory}/par")
     calls = []
     original = container.read_index_logs
 
@@ -91,7 +79,7 @@ def test_collective_read_merges_the_index_in_parallel(comm, mpi_tmp_path):
 
 
 def test_collective_open_errors_reach_every_rank(comm, mpi_tmp_path):
-    url = f"plfs+file://{mpi_tmp_path}/missing-dir/ckpt"
+    url = f"plfs+file://{directory_for(comm, mpi_tmp_path)}/missing-dir/ckpt"
     with pytest.raises(FileNotFoundError):
         hpcbridge.plfs.open(url, "wb", comm=comm)
     comm.Barrier()
@@ -100,11 +88,12 @@ def test_collective_open_errors_reach_every_rank(comm, mpi_tmp_path):
 def test_collective_close_can_persist_a_flattened_index(comm, mpi_tmp_path):
     import os
 
-    url = f"plfs+file://{mpi_tmp_path}/flat"
+    directory = directory_for(comm, mpi_tmp_path)
+    url = f"plfs+file://{directory}/flat"
     f = hpcbridge.plfs.open(url, "wb", comm=comm, flatten=True)
     f.pwrite(np.full(500, comm.rank + 1, np.uint8), comm.rank * 500)
     f.close()
-    exists = os.path.exists(f"{mpi_tmp_path}/flat/flat.index")
+    exists = os.path.exists(f"{directory}/flat/flat.index")
     with hpcbridge.plfs.open(url, "rb", comm=comm) as r:
         data = r.read()
     comm.Barrier()

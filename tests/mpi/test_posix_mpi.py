@@ -13,14 +13,9 @@ import pytest
 
 import hpcbridge
 
+from .conftest import directory_for
+
 pytestmark = pytest.mark.mpi(min_size=2)
-
-
-@pytest.fixture
-def comm():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
 
 
 def _object(rank: int, index: int, size: int) -> bytes:
@@ -28,27 +23,28 @@ def _object(rank: int, index: int, size: int) -> bytes:
     return np.full(size, (rank * 31 + index) % 251, dtype=np.uint8).tobytes()
 
 
-def test_ranks_really_run_in_parallel(comm):
-    hosts = comm.allgather(comm.rank)
-    assert hosts == list(range(comm.size)) and comm.size >= 2
+def test_ranks_really_run_in_parallel(world):
+    hosts = world.allgather(world.rank)
+    assert hosts == list(range(world.size)) and world.size >= 2
 
 
 def test_filesystem_travels_to_every_rank(comm, mpi_tmp_path):
+    directory = directory_for(comm, mpi_tmp_path)
     fs = comm.bcast(hpcbridge.connect("file:///", block_size=1 << 20) if comm.rank == 0 else None)
     assert fs.block_size == 1 << 20
-    path = f"{mpi_tmp_path}/from-rank-{comm.rank}"
+    path = f"{directory}/from-rank-{comm.rank}"
     fs.write_bytes(path, str(comm.rank).encode())
     comm.Barrier()
-    seen = sorted(fs.ls(str(mpi_tmp_path)))
+    seen = sorted(p for p in fs.ls(directory) if "/from-rank-" in p)
     comm.Barrier()
-    assert seen == sorted(f"{mpi_tmp_path}/from-rank-{r}" for r in range(comm.size))
+    assert seen == sorted(f"{directory}/from-rank-{r}" for r in range(comm.size))
 
 
 @pytest.mark.parametrize("object_size", [47001, 48 << 10])
 def test_n1_strided_checkpoint_read_back_by_another_rank(comm, mpi_tmp_path, object_size):
     """The LANL N-1 strided pattern: object i of rank r at i*(P*S) + r*S, read by rank r+1."""
     fs = hpcbridge.connect("file:///")
-    path = f"{mpi_tmp_path}/ckpt-{object_size}.bin"
+    path = f"{directory_for(comm, mpi_tmp_path)}/ckpt-{object_size}.bin"
     nobj, size, rank = 8, comm.size, comm.rank
     if rank == 0:
         fs.write_bytes(path, b"")
@@ -71,8 +67,9 @@ def test_parallel_hdf5_file_on_the_posix_mount(comm, mpi_tmp_path):
     """h5py's mpio driver writes a shared file where hpcbridge resolves it; h5ls can read it."""
     import h5py
 
-    fs = hpcbridge.connect(f"file://{mpi_tmp_path}")
-    path = fs.local_path(f"{mpi_tmp_path}/shared.h5")
+    directory = directory_for(comm, mpi_tmp_path)
+    fs = hpcbridge.connect(f"file://{directory}")
+    path = fs.local_path(f"{directory}/shared.h5")
     rows = 100
     with h5py.File(path, "w", driver="mpio", comm=comm) as f:
         dset = f.create_dataset("dens", (comm.size * rows, 16), dtype="f8")
@@ -97,7 +94,7 @@ def test_mpiio_write_at_all_agrees_with_hpcbridge_pread(comm, mpi_tmp_path):
     from mpi4py import MPI
 
     fs = hpcbridge.connect("file:///")
-    path = f"{mpi_tmp_path}/mpiio.bin"
+    path = f"{directory_for(comm, mpi_tmp_path)}/mpiio.bin"
     piece = np.arange(1000, dtype=np.int64) + comm.rank * 1000
     fh = MPI.File.Open(comm, fs.local_path(path), MPI.MODE_CREATE | MPI.MODE_WRONLY)
     fh.Write_at_all(comm.rank * piece.nbytes, piece)
