@@ -585,8 +585,8 @@ class HdfsFileSystem(FileSystem):
 
         The status costs one more NameNode call (0.4 ms on the testbed), asked only when a block
         can be missing: block sizes are multiples of the 512-byte checksum chunk and only a
-        file's last block is short (concat aside), so a reader whose length is not a multiple of 512 already
-        ends in the file's last block.
+        file's last block is short (concat aside), so a reader whose length is not a multiple
+        of 512 already ends in the file's last block.
         """
         if len(reader) % 512:
             return reader
