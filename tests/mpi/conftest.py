@@ -49,8 +49,9 @@ def directory_for(comm, base) -> str:
 #: The storage backends of the MPI tests: POSIX, PLFS on POSIX, PLFS on the session's real HDFS.
 BACKENDS = [pytest.param("posix", id="posix"), pytest.param("plfs-posix", id="plfs-posix"),
             pytest.param("plfs-hdfs", id="plfs-hdfs", marks=pytest.mark.hdfs)]
-#: The PLFS ones.
+#: The PLFS ones, and the ones on local storage.
 PLFS_BACKENDS = [b for b in BACKENDS if b.values[0].startswith("plfs")]
+LOCAL_BACKENDS = [b for b in BACKENDS if not b.values[0].endswith("hdfs")]
 
 
 def backend_url(backend: str, directory: str, name: str, backing=None) -> tuple[str, dict]:
@@ -104,15 +105,14 @@ class OtherRankFailed(AssertionError):
 AGREEMENT_PATIENCE = 60.0
 
 
-def run_on_all_ranks(comm, function, *args, patience: float | None = None):
+def run_on_all_ranks(comm, function, *args):
     """``function(*args)`` on every rank of ``comm``; if it raises on any rank, it raises on all.
 
     The rank whose call raised re-raises its own exception; the others raise
     :class:`OtherRankFailed` naming it. Ranks agree through a non-blocking barrier: a rank whose
     call raised while another is still inside a collective call of ``function`` (waiting for
-    the failed rank, which will never come) waits ``patience`` seconds
-    (:data:`AGREEMENT_PATIENCE`), prints its error and aborts the MPI job, so the run fails
-    instead of hanging.
+    the failed rank, which will never come) waits :data:`AGREEMENT_PATIENCE` seconds, prints its
+    error and aborts the MPI job, so the run fails instead of hanging.
     """
     from mpi4py import MPI
 
@@ -122,12 +122,12 @@ def run_on_all_ranks(comm, function, *args, patience: float | None = None):
     except BaseException as exc:  # pytest's outcomes (fail, skip, timeout) are BaseExceptions
         error, result = exc, None
     request = comm.Ibarrier()
-    deadline = time.monotonic() + (AGREEMENT_PATIENCE if patience is None else patience)
+    deadline = time.monotonic() + AGREEMENT_PATIENCE
     while not request.Test():
         if error is not None and time.monotonic() > deadline:
             _to_terminal(f"rank {MPI.COMM_WORLD.rank}: {function.__name__} raised and the other ranks did not "
-                         f"join within {AGREEMENT_PATIENCE if patience is None else patience:g} s (they wait in "
-                         "a collective call this rank left): aborting the MPI job\n"
+                         f"join within {AGREEMENT_PATIENCE:g} s (they wait in a collective call this rank "
+                         "left): aborting the MPI job\n"
                          + "".join(traceback.format_exception(error)))
             MPI.COMM_WORLD.Abort(1)
         time.sleep(0.005)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import hpcbridge
 from hpcbridge.mpi import File
 
-from .conftest import backend_url, directory_for, make_directory, run_on_all_ranks
+from .conftest import LOCAL_BACKENDS, backend_url, directory_for, make_directory, run_on_all_ranks
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
@@ -201,7 +201,7 @@ def examples_on_first_ranks(world, nranks, strategy, make_check, max_examples):
 
 
 @pytest.mark.parametrize("nranks", ["self", 1, 2, 3, 4])
-@pytest.mark.parametrize("where", ["posix", "plfs-posix"])
+@pytest.mark.parametrize("where", LOCAL_BACKENDS)
 def test_collective_equals_independent_equals_reference(world, mpi_tmp_path, nranks, where):
     counter = {"n": 0}
 
@@ -474,7 +474,7 @@ def write_behind_and_check(comm, example, url, options, readable: bool) -> str |
 
 
 @pytest.mark.parametrize("nranks", ["self", 1, 3, 4])
-@pytest.mark.parametrize("where", ["posix", "plfs-posix"])
+@pytest.mark.parametrize("where", LOCAL_BACKENDS)
 def test_write_behind_across_calls_equals_reference(world, mpi_tmp_path, nranks, where):
     counter = {"n": 0}
 
