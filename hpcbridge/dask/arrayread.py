@@ -17,6 +17,7 @@ import numpy as np
 
 from ..fs.base import FileSystem
 from ..hdf5 import ChunkIndex, DatasetInfo, read_region
+from . import blockbuffers
 from .hosts import host_matches
 from .reader import cached_fs, emit_event, worker_host
 
@@ -74,8 +75,9 @@ def read_array_block(spec: ArrayReadSpec) -> np.ndarray:
     if spec.info.layout == "compact":
         out, fetched = read_region(None, spec.info, spec.region)
     else:
+        out = blockbuffers.empty([b - a for a, b in spec.region], spec.info.dtype)
         with fs.open(spec.path, "rb", buffering=0) as f:
-            out, fetched = read_region(f, spec.info, spec.region, spec.index)
+            out, fetched = read_region(f, spec.info, spec.region, spec.index, out)
     tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
     attribute_ranges(fs, spec.path, fetched, host, tally)
     emit_event(worker, {
