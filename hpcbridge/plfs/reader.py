@@ -276,6 +276,25 @@ class PlfsReader:
         if got != want:
             raise self._short(writer, got, want, physical)
 
+    def _read_piece(self, writer: int, physical: int, part) -> None:
+        """:meth:`_read_into` of one buffer through the log's read buffer (the per-object
+        path: reading back a rank's strided objects walks its log in order)."""
+        handle = self._handle(writer)
+        try:
+            with self._seek_lock:
+                if handle.tell() != physical:
+                    handle.seek(physical)
+                got = handle.readinto(part)
+                while 0 < got < len(part):
+                    more = handle.readinto(part[got:])
+                    if not more:
+                        break
+                    got += more
+        finally:
+            self._release(writer)
+        if got != len(part):
+            raise self._short(writer, got, len(part), physical)
+
     # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
         """Read the logical bytes at ``offset`` into ``buffer``; returns the count (short at EOF)."""
@@ -291,9 +310,9 @@ class PlfsReader:
                 # no holes to zero, one run, one buffer.
                 _, _, physical, writer = pieces[0]
                 part = view if len(view) == n else view[:n]
-                self._read_into(writer, physical, [part], sequential=True)
+                self._read_piece(writer, physical, part)
                 if self.verify == "auto":
-                    self._verify_run(writer, physical, physical + n, _Parts([part]))
+                    self._verify_piece(writer, physical, part)
                 if writer in self._bad:
                     self._zero_bad(view, _Run(writer, physical, n, [(0, n)]))
                 return n
@@ -384,6 +403,28 @@ class PlfsReader:
                     self._corrupt(row)
             else:
                 self._check_or_carry(writer, start, end, expected, row, b, parts.crc(start - a, b - a, 0))
+
+    def _verify_piece(self, writer: int, a: int, part) -> None:
+        """:meth:`_verify_run` of one buffer at ``a`` in ``writer``'s log. The common case, a
+        read that continues a record an earlier read began and does not finish it (the next
+        object of a rank's pattern record), carries the record's CRC on with one lookup."""
+        b = a + len(part)
+        with self._state_lock:
+            state = self._partial.get((writer, a))
+            if state is not None and b < state[1]:
+                del self._partial[(writer, a)]
+            else:
+                state = None
+        if state is None:
+            self._verify_run(writer, a, b, _Parts([part]))
+            return
+        start, end, expected, row, crc = state
+        crc = data_crc(part, crc)
+        with self._state_lock:
+            # Unless another read restarted the record meanwhile (it then carries it).
+            if self._carried.get((writer, start)) == a:
+                self._partial[(writer, b)] = (start, end, expected, row, crc)
+                self._carried[(writer, start)] = b
 
     def _check_or_carry(self, writer: int, start: int, end: int, expected: int, row: int, hi: int,
                         crc: int) -> None:

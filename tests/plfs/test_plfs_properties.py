@@ -367,3 +367,55 @@ def test_crashed_writers_recovered_then_more_writes_match_the_model(tmp_path, op
     assert reference.read_logical(path, verify_data=len(model) <= MiB) == bytes(model)
     report = tools.check(container, deep=True)
     assert report["healthy"], report["problems"]
+
+
+# A strided N-1 layout (writer w's object i at (i*W + w)*unit, each writer's in order), then some
+# overwrites by a later writer, then small reads: whole objects in order, as a rank reads back
+# another's (the per-object fast path: the last run found, the record's CRC carried from read to
+# read), and reads anywhere, across object, run and record boundaries.
+SMALL_READS = st.lists(st.tuples(st.integers(0, 40_000), st.integers(1, 3000)), max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writers=st.integers(1, 4), unit=st.integers(1, 700), objects=st.integers(1, 12),
+       overwrites=st.lists(st.tuples(st.integers(0, 20_000), st.integers(1, 900)), max_size=3),
+       reads=SMALL_READS, owner=st.integers(0, 3), verify=st.sampled_from(["auto", "always", "never"]))
+@example(writers=4, unit=47, objects=12, overwrites=[], reads=[(46, 2), (93, 95), (0, 47)], owner=1, verify="auto")
+def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit, objects, overwrites, reads,
+                                                         owner, verify):
+    from hpcbridge.plfs import writer as plfs_writer
+
+    plfs_writer.MAX_RECORD_SPAN, saved_span = 5 * unit + 3, plfs_writer.MAX_RECORD_SPAN  # several records
+    try:
+        path = f"{tmp_path}/s-{uuid.uuid4().hex}"
+        url = f"plfs+file://{path}"
+        handles = [hpcbridge.plfs.open(url, "wb", shared=True) for _ in range(writers)]
+        model = bytearray(writers * objects * unit)
+        for w, handle in enumerate(handles):  # each writer's sequence numbers consecutive: pattern records
+            for i in range(objects):
+                at = (i * writers + w) * unit
+                payload = np.full(unit, (i * 7 + w) % 251 + 1, dtype=np.uint8).tobytes()
+                handle.pwrite(payload, at)
+                model[at:at + unit] = payload
+        for handle in handles:
+            handle.close()
+        if overwrites:
+            with hpcbridge.plfs.open(url, "wb", shared=True) as late:
+                for k, (at, length) in enumerate(overwrites):
+                    payload = bytes([252 - k]) * length
+                    late.pwrite(payload, at)
+                    model.extend(bytes(max(0, at + length - len(model))))
+                    model[at:at + length] = payload
+    finally:
+        plfs_writer.MAX_RECORD_SPAN = saved_span
+    owner %= writers
+    with hpcbridge.plfs.open(url, "rb", verify=verify) as f:
+        buf = bytearray(unit)
+        for i in range(objects):
+            at = (i * writers + owner) * unit
+            assert f.preadinto(buf, at) == unit
+            assert buf == model[at:at + unit], (i, at)
+            # Just past the object: the run the last read used covers all but the last byte.
+            assert f.pread(2, at + unit - 1) == bytes(model[at + unit - 1:at + unit + 1]), (i, at)
+        for at, length in reads:
+            assert f.pread(length, at) == bytes(model[at:at + length]), (at, length)
