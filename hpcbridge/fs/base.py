@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from ..errors import InvalidURLError, os_error
 from .file import OpenMode, buffer_length, check_offset, check_range, wrap_raw
+from .ranges import merge_ranges
 from .types import BlockLocation, Capabilities, FileInfo
 from .url import format_url, normalize_path, parse_url
 
@@ -355,14 +356,37 @@ class FileSystem(abc.ABC):
         with self._open_raw(p, OpenMode.for_pwrite()) as raw:
             return raw.pwrite(data, offset)
 
-    def read_ranges(self, path, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
-        """Read several ``(offset, length)`` ranges of one file with one open."""
+    #: ``read_ranges`` reads ranges closer than this together (one call instead of two; on a
+    #: remote store a round trip costs more than reading the gap).
+    READ_RANGES_GAP = 64 << 10
+    #: ... and no merged read longer than this (unless one range is).
+    READ_RANGES_BLOCK = 64 << 20
+
+    def read_ranges(self, path, ranges: Iterable[tuple[int, int]], max_gap: int | None = None,
+                    max_block: int | None = None) -> list[bytes]:
+        """Read several ``(offset, length)`` ranges of one file with one open: ranges closer
+        than ``max_gap`` (default :data:`READ_RANGES_GAP`) are read by one call of at most
+        ``max_block`` bytes (:func:`~hpcbridge.fs.ranges.merge_ranges`). Each result is what
+        ``pread(length, offset)`` returns: short at the end of the file, empty past it."""
         p = self._path(path)
         ranges = list(ranges)
         for offset, length in ranges:
             check_range(offset, length, self.url(p))
+        starts, lengths, block_of = merge_ranges(
+            [o for o, _ in ranges], [n for _, n in ranges], return_blocks=True,
+            max_gap=self.READ_RANGES_GAP if max_gap is None else max_gap,
+            max_block=self.READ_RANGES_BLOCK if max_block is None else max_block)
         with self._open_raw(p, OpenMode.parse("rb", self.url(p))) as raw:
-            return [raw.pread(length, offset) for offset, length in ranges]
+            blocks = [raw.pread(int(n), int(o)) for o, n in zip(starts, lengths)]
+        out = []
+        for (offset, length), b in zip(ranges, block_of.tolist()):
+            if b < 0:
+                out.append(b"")
+                continue
+            at = offset - int(starts[b])
+            block = blocks[b]
+            out.append(block if at == 0 and length == len(block) else bytes(memoryview(block)[at:at + length]))
+        return out
 
     def read_bytes(self, path) -> bytes:
         """The whole content of a file."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fs.ranges import merge_ranges
+
 __all__ = ["Flattened", "flatten_datatype", "extents_filetype", "merge_extents"]
 
 
@@ -37,18 +39,9 @@ class Flattened:
 
 
 def merge_extents(offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Join extents that continue one another (``off[i] + len[i] == off[i+1]``); drop empty ones."""
-    keep = lengths > 0
-    offsets, lengths = offsets[keep], lengths[keep]
-    if offsets.size <= 1:
-        return offsets.astype(np.int64), lengths.astype(np.int64)
-    ends = offsets + lengths
-    starts_run = np.empty(offsets.size, dtype=bool)
-    starts_run[0] = True
-    np.not_equal(offsets[1:], ends[:-1], out=starts_run[1:])
-    run_index = np.flatnonzero(starts_run)
-    run_ends = np.append(run_index[1:], offsets.size) - 1
-    return offsets[run_index].astype(np.int64), (ends[run_ends] - offsets[run_index]).astype(np.int64)
+    """Join extents that continue one another (``off[i] + len[i] == off[i+1]``), keeping their
+    order (the data's); drop empty ones."""
+    return merge_ranges(offsets, lengths, sort=False)
 
 
 def _repeat(child: tuple[np.ndarray, np.ndarray], positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

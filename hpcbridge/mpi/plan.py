@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..fs.ranges import merge_ranges
+
 __all__ = ["CollectivePlan", "PieceTable", "SenderPieces", "file_domains", "round_windows", "split_at_windows",
            "union_extents"]
 
@@ -46,19 +48,7 @@ class CollectivePlan:
 
 def union_extents(offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of possibly overlapping, unsorted extents as sorted disjoint runs."""
-    keep = lengths > 0
-    offsets, lengths = offsets[keep], lengths[keep]
-    if offsets.size == 0:
-        return offsets.astype(np.int64), lengths.astype(np.int64)
-    order = np.argsort(offsets, kind="stable")
-    starts, ends = offsets[order], (offsets + lengths)[order]
-    reach = np.maximum.accumulate(ends)
-    new_run = np.empty(starts.size, dtype=bool)
-    new_run[0] = True
-    np.greater(starts[1:], reach[:-1], out=new_run[1:])
-    first = np.flatnonzero(new_run)
-    last = np.append(first[1:], starts.size) - 1
-    return starts[first].astype(np.int64), (reach[last] - starts[first]).astype(np.int64)
+    return merge_ranges(offsets, lengths)
 
 
 def file_domains(start: int, end: int, naggs: int, unit: int) -> tuple[np.ndarray, np.ndarray]:

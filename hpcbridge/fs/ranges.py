@@ -1,0 +1,74 @@
+"""One range planner: byte ranges merged into the extents (or reads) that cover them.
+
+Every layer that turns many ``(offset, length)`` ranges into fewer, larger accesses uses
+:func:`merge_ranges`: ``FileSystem.read_ranges`` (one read per merged block), the MPI layer's
+file views (a flattened datatype's extents, in datatype order) and its collective plans (the
+union of every rank's pieces). As fsspec's ``merge_offset_ranges``, ranges closer than
+``max_gap`` are read together, and ``max_block`` bounds one read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["merge_ranges"]
+
+
+def merge_ranges(offsets, lengths, *, max_gap: int = 0, max_block: int | None = None, sort: bool = True,
+                 return_blocks: bool = False):
+    """Merge byte ranges ``(offsets[i], lengths[i])``; empty ranges are dropped.
+
+    ``sort=True``: ranges in any order, overlapping or not; the result is sorted and its
+    blocks are disjoint unless ``max_block`` cut an overlapping cluster. Two ranges share a block
+    when the second starts at most ``max_gap`` bytes after the end of what the block covers so
+    far, and (with ``max_block``) extending the block by it would not make it longer than
+    ``max_block`` bytes (a range inside the block always joins; a single longer range is still
+    one block). These are fsspec's ``merge_offset_ranges`` rules for one file.
+
+    ``sort=False``: order is kept (a datatype's extents, whose order is the data's); only a range
+    that starts 0..``max_gap`` bytes after the previous one ends joins its block.
+
+    Returns ``(starts, lengths)`` as int64 arrays, and with ``return_blocks`` also the block of
+    each input range (``-1`` for an empty one).
+    """
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    if offsets.shape != lengths.shape:
+        raise ValueError(f"{offsets.size} offsets but {lengths.size} lengths")
+    if max_gap < 0 or (max_block is not None and max_block <= 0):
+        raise ValueError(f"max_gap must be >= 0 and max_block > 0, got {max_gap} and {max_block}")
+    kept = np.flatnonzero(lengths > 0)
+    if sort:  # by start, then end (as fsspec), so a nested range follows the one holding it
+        kept = kept[np.lexsort((lengths[kept], offsets[kept]))]
+    starts, ends = offsets[kept], offsets[kept] + lengths[kept]
+    n = starts.size
+    new = np.ones(n, dtype=bool)
+    if sort:
+        reach = np.maximum.accumulate(ends) if n else ends
+        np.greater(starts[1:], reach[:-1] + max_gap, out=new[1:])
+    else:
+        reach = ends
+        gap = starts[1:] - ends[:-1]
+        new[1:] = (gap < 0) | (gap > max_gap)
+    if max_block is not None and n > 1:
+        # Whether a range extends its block too far depends on where the block began: one
+        # pass in order. Only a range that extends the block is cut, so (sorted) a block's
+        # reach stays the running maximum of the ends and the gap test above still holds.
+        block_start = block_reach = 0
+        for i in range(n):
+            start, end = int(starts[i]), int(ends[i])
+            if i and not new[i] and end > block_reach and end - block_start > max_block:
+                new[i] = True
+            if new[i]:
+                block_start, block_reach = start, end
+            else:
+                block_reach = max(block_reach, end)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], n) - 1 if n else first
+    block_starts = starts[first]
+    block_lengths = (reach[last] if sort else ends[last]) - block_starts
+    if not return_blocks:
+        return block_starts, block_lengths
+    block_of = np.full(offsets.size, -1, dtype=np.int64)
+    block_of[kept] = np.cumsum(new) - 1
+    return block_starts, block_lengths, block_of
