@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["take_buffer", "give_back"]
 
 _SPARE: list[np.ndarray] = []  # buffers of closed files, reused by the next open
-_MAX_SPARE = 6                 # two pipeline slots, two scratch, write-behind and a stage
+_MAX_SPARE = 6                 # two pipeline slots, two scratch, a direct write in flight and a stage
 
 
 def take_buffer(nbytes: int) -> np.ndarray:

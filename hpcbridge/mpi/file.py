@@ -358,7 +358,7 @@ class File:
 
     # -- independent --------------------------------------------------------------------------
     def _independent_write(self, offset: int, msg) -> int:
-        self._exchanger.drain()  # after earlier write-behind, in call order
+        self._exchanger.drain()  # after earlier staged or in-flight writes, in call order
         offsets, lengths = self._view.extents(offset, msg.nbytes)
         independent_write(self._target, msg.data, offsets, lengths, self._exchanger.direct)
         return msg.nbytes
