@@ -38,10 +38,10 @@ __all__ = ["read_hdf5", "array_report", "plan_hdf5", "ARRAY_PARTITION_SIZE"]
 
 #: Default target bytes (in memory) of an array block. Blocks come from recycled memory
 #: (:mod:`hpcbridge.dask.blockbuffers`), so a larger block costs no fresh page faults and fewer
-#: tasks cost less scheduling: a sum over a page-cached 1 GiB POSIX dataset, 2 Dask threads,
-#: ran at 0.64 / 0.71 / 0.75 of the raw read with 32 / 64 / 128 MiB blocks (16 MiB: 0.64, or
-#: 0.61 without recycling; 64 MiB without recycling 0.52: glibc maps and faults in afresh every
-#: allocation above 32 MiB). 64 MiB keeps tasks small enough for the workers' memory.
+#: tasks cost less scheduling. A sum over a page-cached 1 GiB POSIX dataset with 2 Dask threads,
+#: as a fraction of the raw read, in one interleaved run: 32 / 64 / 128 MiB blocks 0.67 / 0.71 /
+#: 0.75; in another, 16 MiB 0.64 (0.61 fresh) and 64 MiB 0.79 (0.52 fresh: glibc maps and faults
+#: in every allocation above 32 MiB afresh). 64 MiB keeps tasks small for the workers' memory.
 ARRAY_PARTITION_SIZE = 64 << 20
 
 
