@@ -44,7 +44,7 @@ def merge_ranges(offsets, lengths, *, max_gap: int = 0, max_block: int | None = 
     n = starts.size
     new = np.ones(n, dtype=bool)
     if sort:
-        reach = np.maximum.accumulate(ends) if n else ends
+        reach = np.maximum.accumulate(ends)
         np.greater(starts[1:], reach[:-1] + max_gap, out=new[1:])
     else:
         reach = ends

@@ -249,7 +249,7 @@ class PlfsReader:
         become large reads of it), under the reader's lock; else one positional scatter read
         (``preadv`` on POSIX: straight into the caller's buffer), any thread.
         """
-        want = sum(len(p) for p in parts)
+        want = len(parts[0]) if len(parts) == 1 else sum(len(p) for p in parts)
         handle = self._handle(writer)
         try:
             if sequential:
@@ -276,25 +276,6 @@ class PlfsReader:
         if got != want:
             raise self._short(writer, got, want, physical)
 
-    def _read_piece(self, writer: int, physical: int, part) -> None:
-        """:meth:`_read_into` of one buffer through the log's read buffer (the per-object
-        path: reading back a rank's strided objects walks its log in order)."""
-        handle = self._handle(writer)
-        try:
-            with self._seek_lock:
-                if handle.tell() != physical:
-                    handle.seek(physical)
-                got = handle.readinto(part)
-                while 0 < got < len(part):
-                    more = handle.readinto(part[got:])
-                    if not more:
-                        break
-                    got += more
-        finally:
-            self._release(writer)
-        if got != len(part):
-            raise self._short(writer, got, len(part), physical)
-
     # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
         """Read the logical bytes at ``offset`` into ``buffer``; returns the count (short at EOF)."""
@@ -310,7 +291,7 @@ class PlfsReader:
                 # no holes to zero, one run, one buffer.
                 _, _, physical, writer = pieces[0]
                 part = view if len(view) == n else view[:n]
-                self._read_piece(writer, physical, part)
+                self._read_into(writer, physical, [part], sequential=True)
                 if self.verify == "auto":
                     self._verify_piece(writer, physical, part)
                 if writer in self._bad:
@@ -419,12 +400,7 @@ class PlfsReader:
             self._verify_run(writer, a, b, _Parts([part]))
             return
         start, end, expected, row, crc = state
-        crc = data_crc(part, crc)
-        with self._state_lock:
-            # Unless another read restarted the record meanwhile (it then carries it).
-            if self._carried.get((writer, start)) == a:
-                self._partial[(writer, b)] = (start, end, expected, row, crc)
-                self._carried[(writer, start)] = b
+        self._check_or_carry(writer, start, end, expected, row, b, data_crc(part, crc))
 
     def _check_or_carry(self, writer: int, start: int, end: int, expected: int, row: int, hi: int,
                         crc: int) -> None:
