@@ -254,19 +254,7 @@ class PlfsReader:
         try:
             if sequential:
                 with self._seek_lock:
-                    if handle.tell() != physical:
-                        handle.seek(physical)
-                    got = 0
-                    for part in parts:
-                        done = 0
-                        while done < len(part):
-                            n = handle.readinto(part[done:])
-                            if not n:
-                                break
-                            done += n
-                        got += done
-                        if done < len(part):
-                            break
+                    got = self._read_on(handle, physical, parts)
             elif len(parts) == 1:
                 got = handle.preadinto(parts[0], physical)
             else:
@@ -275,6 +263,38 @@ class PlfsReader:
             self._release(writer)
         if got != want:
             raise self._short(writer, got, want, physical)
+
+    def _read_piece(self, writer: int, physical: int, part) -> None:
+        """:meth:`_read_into` of one buffer, sequentially. Reading back a rank's objects makes
+        this call per object, from a log already open: it is then read under the locks, without
+        marking the handle in use (no other thread can evict it meanwhile)."""
+        with self._seek_lock:
+            with self._lock:
+                handle = self._handles.get(writer)
+                if handle is not None:
+                    self._handles.move_to_end(writer)
+                    got = self._read_on(handle, physical, [part])
+                    if got != len(part):
+                        raise self._short(writer, got, len(part), physical)
+                    return
+        self._read_into(writer, physical, [part], sequential=True)
+
+    @staticmethod
+    def _read_on(handle, physical: int, parts: list) -> int:
+        """Fill ``parts`` in turn through ``handle``'s buffer from ``physical`` (the caller holds
+        the seek lock); returns the bytes read, short at the end of the log."""
+        if handle.tell() != physical:
+            handle.seek(physical)
+        got = 0
+        for part in parts:
+            done = 0
+            while done < len(part):
+                n = handle.readinto(part[done:] if done else part)
+                if not n:
+                    return got + done
+                done += n
+            got += done
+        return got
 
     # -- reads --------------------------------------------------------------------------------
     def readinto(self, buffer, offset: int) -> int:
@@ -291,7 +311,7 @@ class PlfsReader:
                 # no holes to zero, one run, one buffer.
                 _, _, physical, writer = pieces[0]
                 part = view if len(view) == n else view[:n]
-                self._read_into(writer, physical, [part], sequential=True)
+                self._read_piece(writer, physical, part)
                 if self.verify == "auto":
                     self._verify_piece(writer, physical, part)
                 if writer in self._bad:
@@ -388,19 +408,20 @@ class PlfsReader:
     def _verify_piece(self, writer: int, a: int, part) -> None:
         """:meth:`_verify_run` of one buffer at ``a`` in ``writer``'s log. The common case, a
         read that continues a record an earlier read began and does not finish it (the next
-        object of a rank's pattern record), carries the record's CRC on with one lookup."""
+        object of a rank's pattern record), carries the record's CRC on under one lock hold:
+        this runs once per object read, and its bookkeeping had cost half as much as the CRC."""
         b = a + len(part)
+        key = (writer, a)
+        partial = self._partial
         with self._state_lock:
-            state = self._partial.get((writer, a))
+            state = partial.get(key)
             if state is not None and b < state[1]:
-                del self._partial[(writer, a)]
-            else:
-                state = None
-        if state is None:
-            self._verify_run(writer, a, b, _Parts([part]))
-            return
-        start, end, expected, row, crc = state
-        self._check_or_carry(writer, start, end, expected, row, b, data_crc(part, crc))
+                del partial[key]
+                start, end, expected, row, crc = state
+                partial[(writer, b)] = (start, end, expected, row, data_crc(part, crc))
+                self._carried[(writer, start)] = b
+                return
+        self._verify_run(writer, a, b, _Parts([part]))
 
     def _check_or_carry(self, writer: int, start: int, end: int, expected: int, row: int, hi: int,
                         crc: int) -> None:

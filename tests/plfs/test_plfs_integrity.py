@@ -182,6 +182,27 @@ def test_a_cut_index_log_is_an_error_naming_the_log_and_the_source(tmp_path, cap
     assert main(["plfs", "check", f"plfs+file://{path}"]) == 1
 
 
+def test_a_data_log_cut_under_an_open_reader_is_an_error_not_a_short_read(tmp_path):
+    # Reading back one writer's objects goes through a fast path once its log is open; a log
+    # cut meanwhile must still be named, whichever path the read takes.
+    path = f"{tmp_path}/ck"
+    unit, objects = 47001, 60  # > 2 MiB: past the log's read buffer
+    with hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True) as a, \
+            hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True) as b:
+        for i in range(objects):
+            a.pwrite(bytes([i % 250 + 1]) * unit, 2 * i * unit)
+            b.pwrite(bytes([251]) * unit, (2 * i + 1) * unit)
+    with hpcbridge.plfs.open(f"plfs+file://{path}", "rb") as f:
+        buf = bytearray(unit)
+        assert f.preadinto(buf, 0) == unit and buf == bytes([1]) * unit
+        reader = f.raw._reader
+        writer = reader.index.lookup_list(0, 1)[0][3]
+        fs, log = reader.container.data_log(writer)
+        os.truncate(log, os.path.getsize(log) // 2)
+        with pytest.raises(PlfsCorruptionError, match=rf"data log file://{log} is shorter than its index says"):
+            f.preadinto(buf, 2 * (objects - 1) * unit)
+
+
 # -- 5. offsets past 2**63-1 ------------------------------------------------------------------
 def test_offsets_are_bounded_and_a_refused_write_loses_nothing(tmp_path):
     fs = plfs()
