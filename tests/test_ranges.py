@@ -30,6 +30,27 @@ def test_sorted_merge_equals_fsspec(ranges, max_gap, max_block):
         assert starts[b] <= o and o + n <= starts[b] + lengths[b]
 
 
+@settings(max_examples=200, deadline=None)
+@given(ranges=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3000), st.integers(1, 500)), max_size=40),
+       max_gap=st.sampled_from([0, 1, 64]), max_block=st.sampled_from([None, 100, 1500]))
+def test_keyed_merge_equals_fsspec_with_paths(ranges, max_gap, max_block):
+    # keys are fsspec's paths: ranges of different files (PLFS: writers' logs) never merge
+    keys = [k for k, _, _ in ranges]
+    offsets = [o for _, o, _ in ranges]
+    ends = [o + n for _, o, n in ranges]
+    starts, lengths, block_of = merge_ranges(offsets, [n for _, _, n in ranges], max_gap=max_gap,
+                                             max_block=max_block, return_blocks=True, keys=keys)
+    want_paths, want_starts, want_ends = merge_offset_ranges([f"f{k}" for k in keys], offsets, ends,
+                                                             max_gap=max_gap, max_block=max_block)
+    if len(ranges) <= 1:
+        want_paths, want_starts, want_ends = [f"f{k}" for k in keys], offsets, ends
+    block_keys = {}
+    for k, b in zip(keys, block_of.tolist()):
+        assert block_keys.setdefault(b, k) == k  # a block holds one key's ranges
+    assert [f"f{block_keys[b]}" for b in range(len(starts))] == want_paths
+    assert starts.tolist() == want_starts and (starts + lengths).tolist() == want_ends
+
+
 @given(ranges=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), max_size=30),
        max_gap=st.sampled_from([0, 5]))
 def test_unsorted_merge_keeps_order_and_joins_only_continuations(ranges, max_gap):
@@ -54,6 +75,11 @@ def test_empty_and_bad_input():
         merge_ranges([1], [3], max_gap=-1)
     with pytest.raises(ValueError, match="max_block"):
         merge_ranges([1], [3], max_block=0)
+    with pytest.raises(ValueError, match="2 offsets but 1 keys"):
+        merge_ranges([1, 2], [3, 4], keys=[0])
+    # unsorted: a key change ends a block even where the next range continues the last
+    assert [a.tolist() for a in merge_ranges([0, 10, 20], [10, 10, 5], sort=False, keys=[1, 1, 2])] == \
+        [[0, 20], [20, 5]]
 
 
 def test_mpi_extent_helpers_are_the_planner():

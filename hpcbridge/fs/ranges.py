@@ -3,8 +3,9 @@
 Every layer that turns many ``(offset, length)`` ranges into fewer, larger accesses uses
 :func:`merge_ranges`: ``FileSystem.read_ranges`` (one read per merged block), the MPI layer's
 file views (a flattened datatype's extents, in datatype order) and its collective plans (the
-union of every rank's pieces). As fsspec's ``merge_offset_ranges``, ranges closer than
-``max_gap`` are read together, and ``max_block`` bounds one read.
+union of every rank's pieces), and the PLFS reader (the pieces of a read, per writer's log).
+As fsspec's ``merge_offset_ranges``, ranges closer than ``max_gap`` are read together, and
+``max_block`` bounds one read.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ __all__ = ["merge_ranges"]
 
 
 def merge_ranges(offsets, lengths, *, max_gap: int = 0, max_block: int | None = None, sort: bool = True,
-                 return_blocks: bool = False):
+                 return_blocks: bool = False, keys=None):
     """Merge byte ranges ``(offsets[i], lengths[i])``; empty ranges are dropped.
+
+    ``keys`` (fsspec's ``paths``): integers naming the file (or log) each range is in; ranges
+    merge only with ranges of the same key, and sorting orders by key first.
 
     ``sort=True``: ranges in any order, overlapping or not; the result is sorted and its
     blocks are disjoint unless ``max_block`` cut an overlapping cluster. Two ranges share a block
@@ -37,19 +41,36 @@ def merge_ranges(offsets, lengths, *, max_gap: int = 0, max_block: int | None = 
         raise ValueError(f"{offsets.size} offsets but {lengths.size} lengths")
     if max_gap < 0 or (max_block is not None and max_block <= 0):
         raise ValueError(f"max_gap must be >= 0 and max_block > 0, got {max_gap} and {max_block}")
+    if keys is not None:
+        keys = np.asarray(keys).reshape(-1)
+        if keys.shape != offsets.shape:
+            raise ValueError(f"{offsets.size} offsets but {keys.size} keys")
     kept = np.flatnonzero(lengths > 0)
     if sort:  # by start, then end (as fsspec), so a nested range follows the one holding it
-        kept = kept[np.lexsort((lengths[kept], offsets[kept]))]
+        order = (lengths[kept], offsets[kept]) if keys is None else (lengths[kept], offsets[kept], keys[kept])
+        kept = kept[np.lexsort(order)]
     starts, ends = offsets[kept], offsets[kept] + lengths[kept]
     n = starts.size
     new = np.ones(n, dtype=bool)
+    other_key = None
+    if keys is not None and n > 1:
+        k = keys[kept]
+        other_key = np.flatnonzero(k[1:] != k[:-1]) + 1  # where a key's ranges begin (but the first)
     if sort:
-        reach = np.maximum.accumulate(ends)
+        if other_key is None:
+            reach = np.maximum.accumulate(ends)
+        else:  # the running maximum restarts with every key
+            reach = np.empty_like(ends)
+            bounds = [0, *other_key.tolist(), n]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                np.maximum.accumulate(ends[a:b], out=reach[a:b])
         np.greater(starts[1:], reach[:-1] + max_gap, out=new[1:])
     else:
         reach = ends
         gap = starts[1:] - ends[:-1]
         new[1:] = (gap < 0) | (gap > max_gap)
+    if other_key is not None:
+        new[other_key] = True
     if max_block is not None and n > 1:
         # Whether a range extends its block too far depends on where the block began: one
         # pass in order. Only a range that extends the block is cut, so (sorted) a block's

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..fs.ranges import merge_ranges
 from .plan import WindowPieces
 
 __all__ = ["VECTOR_MIN_PIECE", "is_vectored", "sieve_worthwhile", "write_vectored", "read_vectored",
@@ -44,8 +45,10 @@ def sieve_worthwhile(setting: str, runs: tuple[np.ndarray, np.ndarray]) -> bool:
 
 def _run_bounds(offsets: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Indices where runs of file-ordered pieces start (each piece continuing the previous one
-    stays in its run), with the number of pieces appended: run ``k`` is ``[b[k], b[k+1])``."""
-    return np.concatenate(([0], np.flatnonzero(offsets[1:] != ends[:-1]) + 1, [offsets.size]))
+    stays in its run: the range planner's blocks, in order), with the number of pieces appended:
+    run ``k`` is ``[b[k], b[k+1])``."""
+    _, _, block_of = merge_ranges(offsets, ends - offsets, sort=False, return_blocks=True)
+    return np.concatenate(([0], np.flatnonzero(block_of[1:] != block_of[:-1]) + 1, [offsets.size]))
 
 
 def _whole_span(runs) -> tuple[np.ndarray, np.ndarray]:

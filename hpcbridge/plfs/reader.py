@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from ..fs.pool import CallPool
+from ..fs.ranges import merge_ranges
 from .container import Container, PlfsCorruptionError
 from .format import data_crc
 from .index import GlobalIndex
@@ -115,16 +116,22 @@ class _Run:
 
 
 def _runs(pieces, offset: int) -> list[_Run]:
-    """Group pieces (``(logical, length, physical, writer)``, any order) into runs: per writer,
-    physically contiguous pieces are read together."""
-    runs: list[_Run] = []
-    for logical, length, physical, writer in sorted(pieces, key=lambda p: (p[3], p[2])):
-        last = runs[-1] if runs else None
-        if last is not None and last.writer == writer and last.start + last.length == physical:
-            last.length += length
-            last.segments.append((logical - offset, length))
-        else:
-            runs.append(_Run(writer, physical, length, [(logical - offset, length)]))
+    """Group pieces (``(logical, length, physical, writer)``, any order) into runs with the range
+    planner: per writer, physically contiguous pieces are read together."""
+    if len(pieces) == 1:
+        logical, length, physical, writer = pieces[0]
+        return [_Run(writer, physical, length, [(logical - offset, length)])]
+    table = np.array(pieces, dtype=np.int64).reshape(-1, 4)
+    logical, length, physical, writer = table.T
+    starts, lengths, block_of = merge_ranges(physical, length, keys=writer, return_blocks=True)
+    runs = [_Run(0, start, n, []) for start, n in zip(starts.tolist(), lengths.tolist())]
+    blocks = block_of.tolist()
+    for i in np.lexsort((physical, writer)).tolist():  # each run's segments in physical order
+        if blocks[i] < 0:
+            continue  # an empty piece: nothing to read
+        run = runs[blocks[i]]
+        run.writer = int(writer[i])
+        run.segments.append((int(logical[i]) - offset, int(length[i])))
     return runs
 
 
