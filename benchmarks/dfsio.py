@@ -5,11 +5,13 @@ HadoopFileSystem on the same libhdfs.so) and with the Java client (FsShell -put 
 included). Target: hpcbridge write and read >= 0.9x its raw client.
 
     python benchmarks/dfsio.py [--driver native|libhdfs|both] [--procs 2] [--size 128M]
-                               [--repetitions 2] [--url ... --webhdfs ...]
+                               [--repetitions 7] [--url ... --webhdfs ...]
 
 Every client writes 1 MiB buffers and reads with read(1 MiB) returning bytes objects.
-Phase bandwidth = N*S / (last end - first start) over the N processes. The clients rotate which
-goes first in each repetition; medians are compared.
+Phase bandwidth = N*S / (last end - first start) over the N processes. A warm-up round (every
+client writes and reads once in every process: the JVM's JIT and the connections warm up there)
+is reported apart; then the clients rotate which goes first in each repetition, and the medians
+of the repetitions are compared (with the median of the per-repetition ratios beside them).
 """
 
 from __future__ import annotations
@@ -160,8 +162,9 @@ def main(argv=None) -> int:
                         help="hpcbridge's HDFS driver(s) measured, each against its raw client (default native)")
     parser.add_argument("--procs", type=int, default=2, help="concurrent processes (default 2)")
     parser.add_argument("--size", type=parse_size, default=parse_size("128M"), help="bytes per process (128M)")
-    parser.add_argument("--repetitions", type=int, default=6,
-                        help="repetitions, alternating which client goes first (default 6); medians compared")
+    parser.add_argument("--repetitions", type=int, default=7,
+                        help="timed repetitions after a warm-up round, rotating which client goes first "
+                             "(default 7); medians compared")
     parser.add_argument("--replication", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--no-java", action="store_true", help="skip the Java FsShell comparison")
     parser.add_argument("--url", help="hdfs://namenode:port of an existing cluster (default: start a testbed)")
@@ -186,18 +189,24 @@ def main(argv=None) -> int:
         fs.mkdir("/benchmarks/dfsio", parents=True, exist_ok=True)
         for replication in args.replication:
             samples = {f"{m}_{p}": [] for m in modes for p in ("write", "read")}
-            for rep in range(args.repetitions):
+            warmup = {}
+            for rep in range(-1, args.repetitions):  # -1: the warm-up round, reported apart
                 order = modes[rep % len(modes):] + modes[:rep % len(modes)]
                 for mode in order:
                     paths = [f"/benchmarks/dfsio/{mode}-r{replication}-{i}" for i in range(args.procs)]
                     for phase in ("write", "read"):
                         runs = pool.starmap(worker, [(mode, phase, url, webhdfs, p, args.size, replication)
                                                      for p in paths])
-                        samples[f"{mode}_{phase}"].append(phase_bandwidth(runs, total))
+                        bandwidth = phase_bandwidth(runs, total)
+                        if rep < 0:
+                            warmup[f"{mode}_{phase}"] = bandwidth
+                        else:
+                            samples[f"{mode}_{phase}"].append(bandwidth)
                     for p in paths:
                         fs.rm(p)
             cell = {k: statistics.median(v) for k, v in samples.items()}
             cell["samples_MBps"] = samples
+            cell["warmup_MBps"] = warmup
             if not args.no_java and (cluster is not None or args.conf_dir):
                 conf_dir = args.conf_dir or cluster.info.conf_dir
                 with tempfile.TemporaryDirectory() as tmp:
@@ -219,20 +228,25 @@ def main(argv=None) -> int:
             for d in drivers:
                 for p in ("write", "read"):
                     cell[f"ratio_{d}_{p}"] = cell[f"hpcbridge-{d}_{p}"] / cell[f"{RAW[d]}_{p}"]
+                    cell[f"paired_{d}_{p}"] = statistics.median(
+                        a / b for a, b in zip(samples[f"hpcbridge-{d}_{p}"], samples[f"{RAW[d]}_{p}"]))
             results[f"replication_{replication}"] = cell
             print(f"replication {replication}: " + "  ".join(
                 f"{k} {v:.1f}" + ("" if k.startswith("ratio") else " MB/s") for k, v in cell.items()
-                if not k.startswith("samples")), flush=True)
+                if not k.startswith(("samples", "warmup", "paired"))), flush=True)
             spread = "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v) for k, v in samples.items())
             print(f"  samples (MB/s): {spread}", flush=True)
+            print("  warm-up round (MB/s): " + "; ".join(f"{k} {v:.0f}" for k, v in warmup.items()), flush=True)
 
     met = all(v >= 0.9 for c in results.values() for k, v in c.items() if k.startswith("ratio_"))
-    print(f"DFSIO, {args.procs} processes x {args.size / 2**20:.0f} MiB, medians of {args.repetitions}:")
+    print(f"DFSIO, {args.procs} processes x {args.size / 2**20:.0f} MiB, medians of {args.repetitions} "
+          "(after a warm-up round):")
     for name, c in results.items():
         java = (f"; Java FsShell write {c['java_write']:.1f} / read {c['java_read']:.1f} MB/s (JVM start included)"
                 if "java_write" in c else "")
         ratios = ", ".join(f"hpcbridge-{d}/{RAW[d]} write {c[f'ratio_{d}_write']:.3f} read "
-                           f"{c[f'ratio_{d}_read']:.3f}" for d in drivers)
+                           f"{c[f'ratio_{d}_read']:.3f} (paired: {c[f'paired_{d}_write']:.3f} / "
+                           f"{c[f'paired_{d}_read']:.3f})" for d in drivers)
         print(f"  {name}: {ratios}{java}")
     print(f"  target >= 0.9 for write and read: {'met' if met else 'NOT met'}; JSON: {args.output}")
     write_json(args.output, {"benchmark": "dfsio", "procs": args.procs, "bytes_per_proc": args.size,
