@@ -546,12 +546,7 @@ class LibhdfsDriver:
             if not overwrite:
                 raise FileExistsError(f"{path} already exists")
         else:
-            parent = path.rstrip("/").rsplit("/", 1)[0] or "/"
-            try:
-                if not self.get_file_info(parent).isdir:
-                    raise NotADirectoryError(f"Parent path is not a directory: {parent}")
-            except FileNotFoundError:
-                raise FileNotFoundError(f"Parent directory doesn't exist: {parent}") from None
+            self._require_parent(path, "Parent path is not a directory", "Parent directory doesn't exist")
         return self._open_writer(path, os.O_WRONLY, replication, block_size)
 
     def append(self, path: str) -> _Writer:
