@@ -19,7 +19,6 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 
 from ..errors import InvalidURLError, os_error
@@ -53,15 +52,24 @@ def _group_name(gid: int) -> str:
         return str(gid)
 
 
-@contextmanager
-def _errors_named(url: str):
-    """Re-raise OS errors with the URL and backend in the message, without the lower traceback."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno is None:
-            raise
-        raise os_error(exc.errno, url, BACKEND) from None
+class _errors_named:
+    """Re-raise OS errors with the URL and backend in the message, without the lower traceback.
+
+    A class, not a ``contextmanager`` generator: every positional read and write enters it, and
+    the generator's machinery cost ~3 us per call (a third of a 4 KiB ``pwrite``)."""
+
+    __slots__ = ("url",)
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if kind is not None and issubclass(kind, OSError) and exc.errno is not None:
+            raise os_error(exc.errno, self.url, BACKEND) from None
+        return False
 
 
 class PosixRawFile(io.FileIO):

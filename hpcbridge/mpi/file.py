@@ -375,14 +375,14 @@ class File:
         self._check(writing=True)
         offset = _offset(offset)
         msg = message(buf, writable=False)
-        self._view.extents(offset, msg.nbytes)  # checks whole etypes
+        self._view.check(offset, msg.nbytes)  # whole etypes
         return offset, msg
 
     def _prepare_read(self, offset, buf):
         self._check(writing=False)
         offset = _offset(offset)
         msg = message(buf, writable=True)
-        self._view.extents(offset, msg.nbytes)
+        self._view.check(offset, msg.nbytes)
         return offset, msg
 
     def Write_at(self, offset: int, buf, status=None) -> int:

@@ -27,6 +27,7 @@ exchange would only add a copy.
 from __future__ import annotations
 
 import errno
+import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -61,6 +62,13 @@ def _byte_type(MPI, displacements: np.ndarray, lengths: np.ndarray):
     datatype = MPI.BYTE.Create_hindexed(lengths.astype(np.int64).tolist(), displacements.astype(np.int64).tolist())
     datatype.Commit()
     return 1, 0, datatype, True
+
+
+@functools.lru_cache(maxsize=64)
+def _independent_plan(reason: str) -> CollectivePlan:
+    """The plan of a call whose ranks all wrote (or read) on their own: immutable, so one per
+    reason is shared (building it, with its empty arrays, cost 6 us per per-object call)."""
+    return CollectivePlan("independent", reason)
 
 
 class _Slot:
@@ -111,6 +119,8 @@ class Exchanger:
             # make every round after the first start mid-stripe.
             self.buffer_size -= self.buffer_size % self.unit
         self._slots = (_Slot(self.buffer_size), _Slot(self.buffer_size))
+        # _prepare's agreement buffers: this rank's five integers and every rank's.
+        self._heads = (np.empty(5, dtype=np.int64), np.empty((self.size, 5), dtype=np.int64))
         self._pool: ThreadPoolExecutor | None = None
         self.last_plan: CollectivePlan | None = None
         # O_DIRECT for aligned writes where asked and possible (a local POSIX file).
@@ -213,26 +223,32 @@ class Exchanger:
         """
         if setting == "disable":
             # Every rank passed the same hints (checked at open): no need to agree on skipping.
-            return None, CollectivePlan("independent", "cb disabled by hint"), self._run(direct)
+            return None, _independent_plan("cb disabled by hint"), self._run(direct)
         # With O_DIRECT a piece is large when it is worth a direct write of its own (1 MiB);
         # smaller ones are better aggregated into stripe-aligned windows first. (Buffered
         # flushes of a write-behind stage keep this rule too: measured with 47001-byte pieces
         # and fsync, aggregating them ran at 0.68x of writing them independently.)
         threshold = max(self.unit, DIRECT_LARGE_PIECE) if self.direct else self.unit
-        large = offsets.size == 0 or (setting == "auto" and int(lengths.min()) >= threshold)
-        head = np.array([offsets.size, int(large), offsets[0] if offsets.size else 0,
-                         lengths[0] if offsets.size else 0, int(arg_error is not None)], dtype=np.int64)
-        heads = np.empty((self.size, 5), dtype=np.int64)
+        # Per-transfer collective calls (a checkpoint of small objects) run this once per
+        # object: the tiny head arrays are reused and read back as Python ints, where numpy
+        # calls on five-element arrays had cost more than the write itself.
+        n = offsets.size
+        shortest = int(lengths[0]) if n == 1 else (int(lengths.min()) if n else 0)
+        large = n == 0 or (setting == "auto" and shortest >= threshold)
+        head, heads = self._heads
+        head[:] = (n, int(large), int(offsets[0]) if n else 0, int(lengths[0]) if n else 0,
+                   int(arg_error is not None))
         request = self.comm.Iallgather(head, heads)
-        error = self._run(direct) if large and offsets.size and arg_error is None else None
+        error = self._run(direct) if large and n and arg_error is None else None
         request.Wait()
-        if heads[:, 4].any():
+        rows = heads.tolist()
+        if any(row[4] for row in rows):
             agree(self.comm, arg_error)  # raises on every rank
-        counts = np.where(heads[:, 1] == 1, 0, heads[:, 0])  # ranks that did their own I/O drop out
-        if counts.sum() == 0:
-            reason = ("no data" if heads[:, 0].sum() == 0 else
+        if all(row[1] == 1 or row[0] == 0 for row in rows):  # every rank did its own I/O, or had none
+            reason = ("no data" if not any(row[0] for row in rows) else
                       f"every piece is at least {threshold} bytes (stripe unit {self.unit})")
-            return None, CollectivePlan("independent", reason), error
+            return None, _independent_plan(reason), error
+        counts = np.where(heads[:, 1] == 1, 0, heads[:, 0])  # ranks that did their own I/O drop out
         rank_of = np.repeat(np.arange(self.size, dtype=np.int64), counts)
         if counts.max() <= 1:
             has = counts > 0

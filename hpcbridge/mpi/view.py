@@ -91,16 +91,22 @@ class FileView:
         """True for the default byte-stream view (every data byte follows the previous one)."""
         return self.filetype is None
 
+    def check(self, offset: int, nbytes: int) -> None:
+        """Raise ValueError unless ``offset`` is non-negative and ``nbytes`` whole etypes (what
+        :meth:`extents` checks, without computing them: calls validate their arguments on every
+        rank before they agree, and compute the extents once after)."""
+        if offset < 0:
+            raise ValueError(f"offset must be non-negative, got {offset}")
+        if nbytes % self.etype_size:
+            raise ValueError(f"buffer of {nbytes} bytes is not a whole number of etypes ({self.etype_size} bytes)")
+
     def extents(self, offset: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
         """File ``(offsets, lengths)`` of data bytes ``[offset·etype, offset·etype + nbytes)``.
 
         The extents come in data-stream order; extent ``i`` holds data bytes
         ``sum(lengths[:i])`` onwards. Adjacent extents are merged.
         """
-        if offset < 0:
-            raise ValueError(f"offset must be non-negative, got {offset}")
-        if nbytes % self.etype_size:
-            raise ValueError(f"buffer of {nbytes} bytes is not a whole number of etypes ({self.etype_size} bytes)")
+        self.check(offset, nbytes)
         start = offset * self.etype_size
         if nbytes == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
