@@ -1,10 +1,14 @@
 """Locality-aware grep on the HDFS testbed: locality on vs off in ONE run (seed 004 Table 1, seed 000 Fig. 3).
 
     python benchmarks/locality.py [--size 512M] [--files 8] [--block-size 16M] [--repetitions 2]
+                                  [--netns --link-rate 200mbit[,10gbit]]
                                   [--url hdfs://nn:port --webhdfs http://nn:port --scheduler tcp://...]
 
 Without --url a testbed is started for the run (3 DataNodes on 127.0.0.2-4, replication 1, and
-one Dask worker per DataNode host) and stopped by pid afterwards. TeraGen writes the dataset into
+one Dask worker per DataNode host) and stopped by pid afterwards. With ``--netns`` the testbed's
+hosts are emulated (a network namespace per DataNode host and its worker, links shaped to
+``--link-rate``; one testbed per rate given): a remote read then costs network time, and the
+bytes that crossed the hosts' links are read from the interface counters, not from the plan. TeraGen writes the dataset into
 HDFS; grep (a rare pattern) runs with locality off and on, alternating, ``--repetitions`` times
 each. Every figure is measured: each read task reports the host it ran on and the DataNode host
 that stores every byte range it fetched (block locations of exactly that range; with
@@ -34,44 +38,37 @@ PATTERN = rb"ZZZZ"
 
 
 @contextlib.contextmanager
-def testbed_with_dask(args):
-    """Yield ``(hdfs url, webhdfs, scheduler address)``: given, or a testbed started for this run."""
+def testbed_with_dask(args, link_rate=None):
+    """Yield ``(hdfs url, webhdfs, scheduler address, network or None)``: given, or a testbed
+    started for this run (on emulated hosts with links of ``link_rate`` when given)."""
     if args.url:
-        yield args.url, args.webhdfs, args.scheduler
+        yield args.url, args.webhdfs, args.scheduler, None
         return
     from hpcbridge.testbed import HdfsCluster
 
-    cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-bench-locality-"), datanodes=3, replication=1)
+    netns = {"netns": True, "link_rate": link_rate} if link_rate else {}
+    cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-bench-locality-"), datanodes=3, replication=1, **netns)
     started = time.perf_counter()
-    cluster.up(dask=True, dask_threads=args.threads, dask_work_stealing=args.work_stealing == "on")
-    print(f"# testbed + Dask up in {time.perf_counter() - started:.1f} s: {cluster.info.url}, "
-          f"scheduler {cluster.info.dask['scheduler']}", flush=True)
     try:
-        yield cluster.info.url, f"http://127.0.0.1:{cluster.info.http_port}", cluster.info.dask["scheduler"]
+        cluster.up(dask=True, dask_threads=args.threads, dask_work_stealing=args.work_stealing == "on")
+        print(f"# testbed + Dask up in {time.perf_counter() - started:.1f} s: {cluster.info.url}, "
+              f"scheduler {cluster.info.dask['scheduler']}" + (f", links {link_rate}" if link_rate else ""),
+              flush=True)
+        yield (cluster.info.url, f"http://{cluster.info.namenode_host}:{cluster.info.http_port}",
+               cluster.info.dask["scheduler"], cluster.network)
     finally:
         cluster.down()
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=parse_size, default=parse_size("512M"), help="dataset size (default 512M)")
-    parser.add_argument("--files", type=int, default=8, help="TeraGen files (default 8)")
-    parser.add_argument("--block-size", type=parse_size, default=parse_size("16M"), help="HDFS block size (16M)")
-    parser.add_argument("--partition-size", type=parse_size, default=None,
-                        help="metablock target (default: the block size: one task per block)")
-    parser.add_argument("--repetitions", type=int, default=2, help="runs of each mode (default 2)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per Dask worker of the testbed (1)")
-    parser.add_argument("--work-stealing", choices=["on", "off"], default="off",
-                        help="work stealing of the testbed's scheduler (default off, as the testbed: the "
-                             "locality plan balances; stealing only trades locality)")
-    parser.add_argument("--url", help="an existing HDFS (hdfs://nn:port); needs --webhdfs and --scheduler")
-    parser.add_argument("--webhdfs", help="http://nn:port of the existing HDFS")
-    parser.add_argument("--scheduler", help="Dask scheduler whose workers run on the DataNode hosts")
-    parser.add_argument("--output", default="results/locality.json")
-    args = parser.parse_args(argv)
-    if args.url and not (args.webhdfs and args.scheduler):
-        parser.error("--url needs --webhdfs and --scheduler")
+def link_bytes_between_hosts(network, before: dict) -> int:
+    """Bytes that left the DataNode hosts over their links since ``before`` (reads served to
+    another host; the head's link carries only the jobs' control traffic)."""
+    now = network.link_bytes()
+    return sum(now[h]["out"] - before[h]["out"] for h in network.datanode_hosts)
 
+
+def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
+    """TeraGen, the serial count, then grep with locality off and on, alternating; the result."""
     import hpcbridge
     import hpcbridge.dask as hd
     from distributed import Client
@@ -79,8 +76,7 @@ def main(argv=None) -> int:
 
     records = args.size // 100
     partition_size = args.partition_size or args.block_size
-    with testbed_with_dask(args) as (url, webhdfs, scheduler), \
-            Client(scheduler, set_as_default=False, timeout=30) as client:
+    with Client(scheduler, set_as_default=False, timeout=30) as client:
         options = {"webhdfs": webhdfs}
         data = f"{url}/bench-locality/teragen"
         gen = hd.teragen(data, records, files=args.files, block_size=args.block_size, replication=1,
@@ -98,15 +94,20 @@ def main(argv=None) -> int:
         runs = []
         for repetition in range(args.repetitions):
             for locality in (False, True):
+                before = network.link_bytes() if network is not None else None
                 result = hd.grep(data, PATTERN, client=client, locality=locality, storage_options=options,
                                  partition_size=partition_size)
                 run = {"locality": locality, "repetition": repetition, "seconds": round(result.seconds, 3),
                        "exactly_once": result.value == serial, "value": result.value,
                        "partitions": result.partitions, "placed_fraction": result.details["placed_fraction"],
                        **result.report.as_dict()}
+                crossed = ""
+                if network is not None:
+                    run["link_bytes_between_hosts"] = link_bytes_between_hosts(network, before)
+                    crossed = f", {run['link_bytes_between_hosts'] / 2**20:.1f} MiB crossed the links"
                 runs.append(run)
                 print(f"locality {'on ' if locality else 'off'}: {result.seconds:6.2f} s, "
-                      f"{100 * result.report.local_fraction:5.1f}% local, served per host "
+                      f"{100 * result.report.local_fraction:5.1f}% local{crossed}, served per host "
                       f"{ {h: round(n / 2**20) for h, n in result.report.bytes_by_host.items()} } MiB, "
                       f"tasks per worker host {result.report.tasks_by_worker_host}, exactly once: "
                       f"{run['exactly_once']}", flush=True)
@@ -114,10 +115,13 @@ def main(argv=None) -> int:
 
     def summary(mode: bool) -> dict:
         chosen = [r for r in runs if r["locality"] is mode]
-        return {"seconds_median": statistics.median(r["seconds"] for r in chosen),
-                "local_fraction_median": statistics.median(r["local_fraction"] for r in chosen),
-                "local_fraction_min": min(r["local_fraction"] for r in chosen),
-                "all_exactly_once": all(r["exactly_once"] for r in chosen)}
+        out = {"seconds_median": statistics.median(r["seconds"] for r in chosen),
+               "local_fraction_median": statistics.median(r["local_fraction"] for r in chosen),
+               "local_fraction_min": min(r["local_fraction"] for r in chosen),
+               "all_exactly_once": all(r["exactly_once"] for r in chosen)}
+        if network is not None:
+            out["link_bytes_median"] = statistics.median(r["link_bytes_between_hosts"] for r in chosen)
+        return out
 
     on, off = summary(True), summary(False)
     result = {
@@ -134,11 +138,72 @@ def main(argv=None) -> int:
         "measured_how": "each read task logs its worker host (distributed.get_worker().address) and, for every byte "
                         "range it fetched, the host of that range's block locations; local = same host",
     }
-    write_json(args.output, result)
+    if network is not None:
+        result["link_rate_bits"] = network.rate_bits
+        result["link_bytes_saved_fraction"] = (round(1 - on["link_bytes_median"] / off["link_bytes_median"], 4)
+                                               if off["link_bytes_median"] else None)
+        result["measured_how"] += "; link bytes: rx_bytes of the bridge side of each DataNode host's veth"
     print(f"locality on: {100 * on['local_fraction_median']:.1f}% local (min {100 * on['local_fraction_min']:.1f}%), "
           f"{on['seconds_median']:.2f} s; off: {100 * off['local_fraction_median']:.1f}% local, "
-          f"{off['seconds_median']:.2f} s; exactly once: {result['targets']['exactly_once']}; -> {args.output}")
-    return 0 if result["targets"]["exactly_once"] else 1
+          f"{off['seconds_median']:.2f} s; off/on time {result['time_ratio_off_over_on']}"
+          + (f"; link bytes saved {100 * result['link_bytes_saved_fraction']:.1f}%"
+             if result.get("link_bytes_saved_fraction") is not None else "")
+          + f"; exactly once: {result['targets']['exactly_once']}", flush=True)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=parse_size("512M"), help="dataset size (default 512M)")
+    parser.add_argument("--files", type=int, default=8, help="TeraGen files (default 8)")
+    parser.add_argument("--block-size", type=parse_size, default=parse_size("16M"), help="HDFS block size (16M)")
+    parser.add_argument("--partition-size", type=parse_size, default=None,
+                        help="metablock target (default: the block size: one task per block)")
+    parser.add_argument("--repetitions", type=int, default=2, help="runs of each mode (default 2)")
+    parser.add_argument("--threads", type=int, default=1, help="threads per Dask worker of the testbed (1)")
+    parser.add_argument("--work-stealing", choices=["on", "off"], default="off",
+                        help="work stealing of the testbed's scheduler (default off, as the testbed: the "
+                             "locality plan balances; stealing only trades locality)")
+    parser.add_argument("--netns", action="store_true",
+                        help="emulated hosts: each DataNode and its worker in a network namespace, links shaped "
+                             "(needs root)")
+    parser.add_argument("--link-rate", default="200mbit",
+                        help="with --netns: rate of each host's link, or several comma-separated, one testbed "
+                             "each (default 200mbit)")
+    parser.add_argument("--url", help="an existing HDFS (hdfs://nn:port); needs --webhdfs and --scheduler")
+    parser.add_argument("--webhdfs", help="http://nn:port of the existing HDFS")
+    parser.add_argument("--scheduler", help="Dask scheduler whose workers run on the DataNode hosts")
+    parser.add_argument("--output", default="results/locality.json")
+    args = parser.parse_args(argv)
+    if args.url and not (args.webhdfs and args.scheduler):
+        parser.error("--url needs --webhdfs and --scheduler")
+    if args.url and args.netns:
+        parser.error("--netns starts its own testbed: it does not combine with --url")
+    rates = [r.strip() for r in args.link_rate.split(",") if r.strip()] if args.netns else [None]
+    if args.netns:
+        from hpcbridge.testbed.netns import netns_unavailable, parse_rate
+
+        for rate in rates:
+            try:
+                parse_rate(rate)
+            except ValueError as exc:
+                parser.error(str(exc))
+        why = netns_unavailable()
+        if why:
+            parser.error(f"--netns: {why}")
+
+    results = []
+    for rate in rates:
+        with testbed_with_dask(args, rate) as (url, webhdfs, scheduler, network):
+            results.append(run_jobs(args, url, webhdfs, scheduler, network))
+    if args.netns:
+        out = {"benchmark": "locality", "netns": True, "by_link_rate": dict(zip(rates, results))}
+        ok = all(r["targets"]["exactly_once"] for r in results)
+    else:
+        out, ok = results[0], results[0]["targets"]["exactly_once"]
+    write_json(args.output, out)
+    print(f"-> {args.output}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ fuse_mounts() { awk '$3 == "fuse.hpcbridge" {print $2}' /proc/mounts | sort; }
 mount_pids() { pgrep -f 'hpcbridge[.]mount[.]daemon' | sort || true; }
 mounts_before=$(fuse_mounts)
 daemons_before=$(mount_pids)
+# ... and so must the emulated hosts of `testbed up --netns` (namespaces, bridge, veths: hpcb*).
+netns_names() {
+  { ip netns list 2>/dev/null | awk '{print $1}'; ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1; } \
+    | grep '^hpcb' | sort || true
+}
+netns_before=$(netns_names)
 
 echo "=== serial tests (pytest) ==="
 "$PY" -m pytest -m "not mpi" --junitxml="$LOGS/serial.xml" "$@"
@@ -58,6 +64,13 @@ if [ -n "${left_mounts// /}" ] || [ -n "${left_daemons// /}" ]; then
   for m in $left_mounts; do fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
   # shellcheck disable=SC2086
   kill $left_daemons 2>/dev/null || true
+  serial_rc=${serial_rc/#0/1}
+fi
+
+left_netns=$(comm -13 <(echo "$netns_before") <(netns_names) | tr '\n' ' ')
+if [ -n "${left_netns// /}" ]; then
+  echo "the tests left emulated-host namespaces or links behind: $left_netns (removing them)" | tee -a "$LOGS/leftover"
+  for n in $left_netns; do ip netns del "$n" 2>/dev/null || ip link del "$n" 2>/dev/null || true; done
   serial_rc=${serial_rc/#0/1}
 fi
 

@@ -259,17 +259,31 @@ def cmd_get(args) -> object:
 def cmd_testbed(args) -> object:
     from ..testbed import HdfsCluster, TestbedError
 
+    if args.action != "exec" and args.exec_argv:
+        raise ValueError(f"testbed {args.action} takes no command (only `testbed exec HOST -- CMD` does)")
     if args.action == "up":
+        if args.netns:
+            from ..testbed.netns import netns_unavailable, parse_rate
+
+            parse_rate(args.link_rate)  # a bad rate is a ValueError before anything starts
+            why = netns_unavailable()
+            if why:
+                raise TestbedError(f"--netns: {why}")
         cluster = HdfsCluster(args.dir, datanodes=args.datanodes, racks=args.racks,
-                              replication=args.replication, block_size=args.block_size)
+                              replication=args.replication, block_size=args.block_size,
+                              netns=args.netns, link_rate=args.link_rate)
         started = time.perf_counter()
         info = cluster.up(dask=args.dask, dask_threads=args.dask_threads)
         if args.json:
             return info.as_dict()
         print(f"HDFS testbed up in {time.perf_counter() - started:.1f} s: {info.url}")
         print(f"  WebHDFS   {info.webhdfs}")
-        for dn in info.datanodes:
-            print(f"  DataNode  {dn.host}  rack {dn.rack}  pid {dn.pid}")
+        net = cluster.network
+        if net is not None:
+            print(f"  hosts     network namespaces {net.namespace('head')} ... on {net.subnet}, DataNode links "
+                  f"{args.link_rate} each way; run a command on one: hpcbridge testbed exec h1 -- CMD")
+        for i, dn in enumerate(info.datanodes):
+            print(f"  DataNode  {dn.host}  rack {dn.rack}  pid {dn.pid}" + (f"  (host h{i + 1})" if net else ""))
         if info.dask:
             print(f"  Dask      scheduler {info.dask['scheduler']}  pid {info.dask['scheduler_pid']}")
             for w in info.dask["workers"]:
@@ -281,6 +295,17 @@ def cmd_testbed(args) -> object:
         cluster = HdfsCluster.attach(args.dir)
     except FileNotFoundError:
         raise TestbedError(f"no testbed in {args.dir or 'the default directory'} (start one: hpcbridge testbed up)")
+    if args.action == "exec":
+        if not args.exec_argv:
+            raise ValueError("testbed exec needs a host and a command: hpcbridge testbed exec h1 -- CMD [ARGS]")
+        host, command = args.exec_argv[0], args.exec_argv[1:]
+        if not command:
+            raise ValueError(f"testbed exec {host}: no command given (hpcbridge testbed exec {host} -- CMD [ARGS])")
+        try:
+            args.exit_code = cluster.exec(host, command).returncode  # the command's status is ours
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        return {"host": host, "returncode": args.exit_code}
     if args.action == "url":
         if args.json:
             return {"url": cluster.info.url, "webhdfs": cluster.info.webhdfs}
@@ -475,9 +500,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=positive_size, default=None,
                    help="logical block size for local file systems (default 64M)")
 
-    p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x)")
-    p.add_argument("action", choices=["up", "down", "status", "url"],
-                   help="url: print the running testbed's hdfs:// URL (for URL=$(hpcbridge testbed url))")
+    p = add("testbed", cmd_testbed, "start, inspect or stop a real local HDFS (NameNode + DataNodes on 127.0.0.x, "
+            "or on emulated hosts with --netns)")
+    p.add_argument("action", choices=["up", "down", "status", "url", "exec"],
+                   help="url: print the running testbed's hdfs:// URL (for URL=$(hpcbridge testbed url)); "
+                        "exec HOST -- CMD: run CMD inside an emulated host (head, h1, h2..., or its address)")
+    p.add_argument("exec_argv", nargs="*", metavar="HOST -- CMD",
+                   help="exec: HOST -- CMD [ARGS] (the -- keeps the command's own options; give --dir before exec)")
     p.add_argument("--dir", default=None,
                    help="testbed directory (default $HPCBRIDGE_TESTBED_DIR or /tmp/hpcbridge-testbed)")
     p.add_argument("--datanodes", type=int, default=3, help="DataNodes, on 127.0.0.2, .3, ... (default 3)")
@@ -490,6 +519,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="up: also start a Dask scheduler on 127.0.0.1 and one worker per DataNode host, bound to "
                         "that host's address (locality-aware jobs: hpcbridge dask ...)")
     p.add_argument("--dask-threads", type=int, default=1, help="threads per Dask worker (default 1)")
+    p.add_argument("--netns", action="store_true",
+                   help="up: emulated hosts: the NameNode in one network namespace, each DataNode (and its Dask "
+                        "worker) in its own on a private subnet behind a bridge, links shaped (needs root)")
+    p.add_argument("--link-rate", default="1gbit",
+                   help="up --netns: rate of each DataNode host's link, each way, in tc notation (default 1gbit)")
 
     p = add("plfs", cmd_plfs, "inspect and maintain PLFS containers (plfs+file:///..., plfs+hdfs://...)")
     p.add_argument("action", choices=list(_PLFS_ACTIONS),

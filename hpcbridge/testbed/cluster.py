@@ -1,5 +1,7 @@
 """A real HDFS on one machine: a NameNode and N DataNodes as separate JVMs, each DataNode on its
-own loopback address (127.0.0.2, .3, ...) so block locations name distinct hosts.
+own loopback address (127.0.0.2, .3, ...) so block locations name distinct hosts; or, with
+``netns=True``, each in its own network namespace behind a shaped link (:mod:`.netns`), so a
+remote read costs network time as on a cluster.
 
 Everything lives under one directory (configuration, data, logs, ``cluster.json`` with the pids
 and addresses). :meth:`HdfsCluster.up` waits until every DataNode is live and fails with the log
@@ -26,6 +28,7 @@ from xml.sax.saxutils import escape
 from ..errors import HpcbridgeError
 from ..fs.webhdfs import register_namenode, unregister_namenode
 from .hadoop import ensure_hadoop, java_command
+from .netns import EmulatedNetwork
 from ..processes import alive, stop_pid
 
 __all__ = ["HdfsCluster", "ClusterInfo", "DataNodeInfo", "TestbedError", "default_dir"]
@@ -89,6 +92,9 @@ class ClusterInfo:
     #: The Dask cluster started with ``up(dask=True)`` / :meth:`HdfsCluster.start_dask` (a dict
     #: of :class:`~hpcbridge.testbed.dask.DaskInfo` fields), else None.
     dask: dict | None = None
+    #: The emulated hosts of a ``netns=True`` cluster (a dict of
+    #: :class:`~hpcbridge.testbed.netns.EmulatedNetwork` fields), else None.
+    network: dict | None = None
 
     @property
     def url(self) -> str:
@@ -137,10 +143,18 @@ class HdfsCluster:
         took ~0.5 s with the default driver (the Java client closes first time in ~35 ms).
     block_size:
         Cluster default block size of new files.
+    netns:
+        Emulated hosts: the NameNode (and Dask scheduler) in one network namespace, each
+        DataNode (and its Dask worker) in its own, on a private subnet behind a bridge, every
+        DataNode host's link limited to ``link_rate`` each way (:mod:`hpcbridge.testbed.netns`;
+        needs root). Default False: loopback addresses.
+    link_rate:
+        Rate of each DataNode host's link with ``netns`` (tc notation: ``200mbit``, ``1gbit``).
     """
 
     def __init__(self, base_dir: str | os.PathLike | None = None, datanodes: int = 3, racks: int = 1,
-                 replication: int | None = None, block_size: int = 64 << 20, heap: str = "512m"):
+                 replication: int | None = None, block_size: int = 64 << 20, heap: str = "512m",
+                 netns: bool = False, link_rate: str = "1gbit"):
         if datanodes < 1 or datanodes > 250:
             raise ValueError(f"datanodes must be between 1 and 250, got {datanodes}")
         if racks < 1 or racks > datanodes:
@@ -156,6 +170,8 @@ class HdfsCluster:
         self.block_size = block_size
         self.heap = heap
         self.info: ClusterInfo | None = None
+        self.network: EmulatedNetwork | None = (EmulatedNetwork.for_dir(str(self.base_dir), datanodes, link_rate)
+                                                if netns else None)
 
     # -- configuration ----------------------------------------------------------------------
     def _common_properties(self, info: ClusterInfo) -> dict[str, object]:
@@ -193,21 +209,31 @@ class HdfsCluster:
         return conf
 
     def _plan(self) -> ClusterInfo:
-        nn_host = "127.0.0.1"
-        info = ClusterInfo(str(self.base_dir), nn_host, _free_port(nn_host), _free_port(nn_host),
-                           replication=self.replication, block_size=self.block_size)
-        for i in range(self.n_datanodes):
-            host = f"127.0.0.{i + 2}"
+        net = self.network
+        if net is not None:
+            # Every host has an address of its own in its own namespace: Hadoop's usual ports.
+            nn_host, hosts = net.head, net.datanode_hosts
+            info = ClusterInfo(str(self.base_dir), nn_host, 9820, 9870, replication=self.replication,
+                               block_size=self.block_size, network=net.as_dict())
+        else:
+            nn_host, hosts = "127.0.0.1", [f"127.0.0.{i + 2}" for i in range(self.n_datanodes)]
+            info = ClusterInfo(str(self.base_dir), nn_host, _free_port(nn_host), _free_port(nn_host),
+                               replication=self.replication, block_size=self.block_size)
+        for i, host in enumerate(hosts):
+            ports = (9866, 9864, 9867) if net is not None else (_free_port(host), _free_port(host), _free_port(host))
             info.datanodes.append(DataNodeInfo(
                 host=host, rack=f"/rack{i % self.n_racks}" if self.n_racks > 1 else "/default-rack",
-                xfer_port=_free_port(host), http_port=_free_port(host), ipc_port=_free_port(host),
+                xfer_port=ports[0], http_port=ports[1], ipc_port=ports[2],
                 data_dir=str(self.base_dir / f"data-{host}"), log=str(self.base_dir / "logs" / f"datanode-{host}.log"),
             ))
         info.namenode_log = str(self.base_dir / "logs" / "namenode.log")
         return info
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _spawn(self, command: list[str], log: str) -> int:
+    def _spawn(self, command: list[str], log: str, host: str | None = None) -> int:
+        """Start ``command`` in its own session (inside ``host``'s namespace on emulated hosts)."""
+        if self.network is not None and host is not None:
+            command = self.network.command(host, command)
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -247,6 +273,12 @@ class HdfsCluster:
             shutil.rmtree(self.base_dir)
         ensure_hadoop()
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        if self.network is not None:
+            try:
+                self.network.create()
+            except BaseException:
+                shutil.rmtree(self.base_dir, ignore_errors=True)
+                raise
         info = self.info = self._plan()
         common = self._common_properties(info)
         nn_conf = self._write_conf("namenode", {
@@ -263,7 +295,8 @@ class HdfsCluster:
                                               heap=self.heap), capture_output=True, text=True, cwd=self.base_dir)
             if fmt.returncode:
                 raise TestbedError(f"NameNode format failed:\n{(fmt.stdout + fmt.stderr)[-3000:]}")
-            info.namenode_pid = self._spawn(java_command(NAMENODE_CLASS, nn_conf, heap=self.heap), info.namenode_log)
+            info.namenode_pid = self._spawn(java_command(NAMENODE_CLASS, nn_conf, heap=self.heap), info.namenode_log,
+                                            host=info.namenode_host)
             self._save()
             for dn in info.datanodes:
                 self._start_datanode(dn, common)
@@ -285,9 +318,12 @@ class HdfsCluster:
 
         if self.info.dask:
             return DaskInfo.from_dict(self.info.dask)
+        net = self.network
         info = start_dask([d.host for d in self.info.datanodes], self.base_dir / "logs", nthreads=nthreads,
                           memory_limit=memory_limit, work_stealing=work_stealing,
-                          env={"HADOOP_CONF_DIR": self.info.conf_dir})
+                          env={"HADOOP_CONF_DIR": self.info.conf_dir},
+                          scheduler_host=net.head if net is not None else "127.0.0.1",
+                          inside=net.command if net is not None else None)
         self.info.dask = info.as_dict()
         self._save()
         return info
@@ -312,7 +348,7 @@ class HdfsCluster:
             "dfs.datanode.ipc.address": f"{dn.host}:{dn.ipc_port}",
             "dfs.datanode.hostname": dn.host,
         })
-        dn.pid = self._spawn(java_command(DATANODE_CLASS, conf, heap=self.heap), dn.log)
+        dn.pid = self._spawn(java_command(DATANODE_CLASS, conf, heap=self.heap), dn.log, host=dn.host)
 
     def _save(self) -> None:
         (self.base_dir / "cluster.json").write_text(json.dumps(self.info.as_dict(), indent=2))
@@ -378,6 +414,7 @@ class HdfsCluster:
         cluster = cls(base, datanodes=len(info.datanodes), replication=info.replication, block_size=info.block_size)
         cluster.n_racks = len({d.rack for d in info.datanodes})
         cluster.info = info
+        cluster.network = EmulatedNetwork.from_dict(info.network) if info.network else None
         return cluster
 
     def status(self) -> dict:
@@ -429,18 +466,33 @@ class HdfsCluster:
         raise KeyError(f"no DataNode {host} in {[d.host for d in self.info.datanodes]}")
 
     def down(self) -> None:
-        """Stop the processes this cluster started (by pid) and remove its directory."""
+        """Stop the processes this cluster started (by pid), remove its emulated hosts (by
+        name) and its directory."""
         if self.info is None:
             try:
                 self.info = ClusterInfo.load(self.base_dir)
             except FileNotFoundError:
+                if self.network is not None:
+                    self.network.remove()
                 return
+            if self.info.network:
+                self.network = EmulatedNetwork.from_dict(self.info.network)
         self.stop_dask()
         unregister_namenode(self.info.namenode_host, self.info.rpc_port)
         for dn in self.info.datanodes:
             self._stop_pid(dn.pid)
         self._stop_pid(self.info.namenode_pid)
+        if self.network is not None:
+            self.network.remove()
         shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def exec(self, host: str, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+        """Run ``argv`` inside emulated host ``host`` (``head``, ``h1``..., an address or a
+        DataNode index) with ``HADOOP_CONF_DIR`` set; ``kwargs`` go to :func:`subprocess.run`."""
+        if self.network is None:
+            raise TestbedError(f"the testbed in {self.base_dir} has no emulated hosts (start it with --netns)")
+        env = {**os.environ, "HADOOP_CONF_DIR": self.info.conf_dir, **kwargs.pop("env", {})}
+        return subprocess.run(self.network.command(host, list(argv)), env=env, **kwargs)
 
     def __enter__(self) -> "HdfsCluster":
         self.up()

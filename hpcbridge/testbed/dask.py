@@ -1,6 +1,7 @@
 """A Dask cluster beside the testbed's HDFS: one scheduler on 127.0.0.1 and one worker per
 DataNode host, bound to that host's loopback address, so a worker's host equals the host that
-block locations name for its DataNode.
+block locations name for its DataNode. On emulated hosts (``testbed up --netns``) the scheduler
+runs in the head namespace and each worker inside its DataNode's namespace.
 
 The processes are plain ``dask scheduler`` / ``dask worker --no-nanny`` commands; their pids and
 addresses are kept in :class:`DaskInfo` (saved in the testbed's ``cluster.json``) so they are
@@ -66,7 +67,9 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _spawn(command: list[str], log: str, env: dict) -> int:
+def _spawn(command: list[str], log: str, env: dict, inside=None, host: str = "") -> int:
+    if inside is not None:
+        command = inside(host, command)
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -83,26 +86,29 @@ def _dask_executable() -> str:
 
 
 def start_dask(hosts: list[str], log_dir: str | os.PathLike, nthreads: int = 1, memory_limit: str = "2GiB",
-               work_stealing: bool = WORK_STEALING, timeout: float = 120.0, env: dict | None = None) -> DaskInfo:
-    """Start a scheduler on 127.0.0.1 (free port) and one worker per host in ``hosts``; return
+               work_stealing: bool = WORK_STEALING, timeout: float = 120.0, env: dict | None = None,
+               scheduler_host: str = "127.0.0.1", inside=None) -> DaskInfo:
+    """Start a scheduler on ``scheduler_host`` and one worker per host in ``hosts``; return
     once every worker is connected. On failure, whatever was started is stopped again.
-    ``env`` adds environment variables (e.g. ``HADOOP_CONF_DIR``) to the processes."""
+    ``env`` adds environment variables (e.g. ``HADOOP_CONF_DIR``) to the processes.
+    ``inside(host, argv)``: the command that runs ``argv`` on an emulated host (its namespace);
+    with it every process has an address of its own and Dask's usual ports (8786, 8787) are used."""
     dask = _dask_executable()
     log_dir = Path(log_dir)
     env = {**os.environ, **(env or {}), "DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": str(work_stealing),
            "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    port = _free_port("127.0.0.1")
-    address = f"tcp://127.0.0.1:{port}"
+    port = 8786 if inside is not None else _free_port(scheduler_host)
+    address = f"tcp://{scheduler_host}:{port}"
     info = DaskInfo(address, 0, str(log_dir / "dask-scheduler.log"), nthreads=nthreads)
     try:
-        info.scheduler_pid = _spawn([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                     "--no-dashboard", "--no-show"], info.scheduler_log, env)
+        info.scheduler_pid = _spawn([dask, "scheduler", "--host", scheduler_host, "--port", str(port),
+                                     "--no-dashboard", "--no-show"], info.scheduler_log, env, inside, scheduler_host)
         for host in hosts:
-            worker_port = _free_port(host)
+            worker_port = 8787 if inside is not None else _free_port(host)
             log = str(log_dir / f"dask-worker-{host}.log")
             pid = _spawn([dask, "worker", address, "--host", host, "--worker-port", str(worker_port),
                           "--nthreads", str(nthreads), "--nworkers", "1", "--no-nanny", "--no-dashboard",
-                          "--memory-limit", memory_limit, "--name", f"worker-{host}"], log, env)
+                          "--memory-limit", memory_limit, "--name", f"worker-{host}"], log, env, inside, host)
             info.workers.append(DaskWorkerInfo(host, f"tcp://{host}:{worker_port}", pid, log))
         _wait(info, timeout)
     except BaseException:

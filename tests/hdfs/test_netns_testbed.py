@@ -1,0 +1,139 @@
+"""`hpcbridge testbed up --netns`: emulated hosts (a network namespace each, shaped links), commands
+run inside them, locality measured in link bytes and seconds, and nothing left behind."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpcbridge.cli.main import main
+from hpcbridge.processes import alive
+from hpcbridge.testbed import HdfsCluster, TestbedError
+from hpcbridge.testbed.netns import EmulatedNetwork, leftover_names, netns_unavailable, parse_rate
+
+pytestmark = pytest.mark.hdfs
+
+WHY_NOT = netns_unavailable()
+needs_netns = pytest.mark.skipif(WHY_NOT is not None, reason=f"emulated hosts: {WHY_NOT}")
+
+
+@pytest.mark.parametrize("text, bits", [("200mbit", 200_000_000), ("1gbit", 1_000_000_000), ("1.5Gbit", 1_500_000_000),
+                                        ("100mbps", 800_000_000), ("64kbit", 64_000), ("9000bit", 9000)])
+def test_link_rates_in_tc_notation(text, bits):
+    assert parse_rate(text) == bits
+
+
+@pytest.mark.parametrize("text", ["fast", "200", "200 furlongs", "-5mbit", "1kbit", ""])
+def test_bad_link_rates_are_refused_by_name(text):
+    with pytest.raises(ValueError, match="link rate"):
+        parse_rate(text)
+
+
+@needs_netns
+def test_network_hosts_links_and_removal(tmp_path):
+    net = EmulatedNetwork.for_dir(str(tmp_path), hosts=2, rate="50mbit").create()
+    try:
+        assert net.names == ["head", "h1", "h2"]
+        assert set(net.addresses) == {"head", "h1", "h2"} and len(set(net.addresses.values())) == 3
+        assert {n for n in leftover_names() if net.tag in n} >= {net.namespace(h) for h in net.names} | {net.bridge}
+        inside = subprocess.run(net.command("h1", ["ip", "-j", "route"]), capture_output=True, text=True, check=True)
+        routes = json.loads(inside.stdout)
+        assert routes and all(r.get("dst") != "default" for r in routes), routes  # no route out
+        qdisc = subprocess.run(["tc", "qdisc", "show", "dev", net.veth("h1")], capture_output=True, text=True).stdout
+        assert "tbf" in qdisc and "50Mbit" in qdisc
+        assert "tbf" not in subprocess.run(["tc", "qdisc", "show", "dev", net.veth("head")], capture_output=True,
+                                           text=True).stdout  # the head's link is not shaped
+        assert net.name_of(net.addresses["h2"]) == "h2" and net.name_of("1") == "h1"
+        with pytest.raises(KeyError, match="no emulated host 'h7'"):
+            net.namespace("h7")
+        # A host reaches another (a closed port answers at once: refused, not unreachable).
+        probe = ("import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], 9), timeout=5)\n"
+                 "except ConnectionRefusedError:\n    print('refused')\n")
+        reach = subprocess.run(net.command("h1", [sys.executable, "-c", probe, net.addresses["h2"]]),
+                               capture_output=True, text=True)
+        assert reach.stdout.strip() == "refused", reach.stdout + reach.stderr
+    finally:
+        net.remove()
+    assert not [n for n in leftover_names() if net.tag in n]
+
+
+@needs_netns
+def test_failed_start_removes_the_hosts_too(tmp_path):
+    cluster = HdfsCluster(tmp_path / "bad", datanodes=1, heap="1m", netns=True)  # the JVM refuses the heap
+    with pytest.raises(TestbedError, match="format failed"):
+        cluster.up()
+    assert not (tmp_path / "bad").exists()
+    assert not [n for n in leftover_names() if cluster.network.tag in n]
+
+
+def test_exec_needs_emulated_hosts(hdfs_cluster):
+    with pytest.raises(TestbedError, match="no emulated hosts"):
+        hdfs_cluster.exec("h1", ["true"])
+
+
+@needs_netns
+def test_emulated_cluster_locality_in_link_bytes_and_seconds(tmp_path, capsys):
+    """Two DataNode hosts behind 40 Mbit/s links, a worker on each: grep with locality reads
+    every byte on its own host (nothing crosses the links) and finishes sooner than without,
+    where about half the data crosses a link; both count every record once."""
+    import hpcbridge
+    import hpcbridge.dask as hd
+    from distributed import Client
+    from hpcbridge.dask.jobs import grep_serial
+
+    base = str(tmp_path / "tb")
+    assert main(["testbed", "up", "--dir", base, "--netns", "--link-rate", "40mbit", "--datanodes", "2",
+                 "--replication", "1", "--dask", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    cluster = HdfsCluster.attach(base)
+    net = cluster.network
+    pids = [info["namenode_pid"], *(d["pid"] for d in info["datanodes"]),
+            info["dask"]["scheduler_pid"], *(w["pid"] for w in info["dask"]["workers"])]
+    try:
+        assert [d["host"] for d in info["datanodes"]] == net.datanode_hosts
+        assert info["dask"]["scheduler"].startswith(f"tcp://{net.head}:")
+        # exec: inside a host, its status is the command's.
+        assert main(["testbed", "--dir", base, "exec", "h2", "--", "sh", "-c", "exit 3"]) == 3
+        assert main(["testbed", "--dir", base, "exec", "h9", "--", "true"]) == 1
+        assert "no emulated host 'h9'" in capsys.readouterr().err
+        ours = subprocess.run(["readlink", "/proc/self/ns/net"], capture_output=True, text=True).stdout
+        theirs = cluster.exec("h1", ["readlink", "/proc/self/ns/net"], capture_output=True, text=True).stdout
+        assert ours != theirs
+        # Every DataNode and worker runs in its host's namespace.
+        for dn in info["datanodes"]:
+            assert os.readlink(f"/proc/{dn['pid']}/ns/net") != ours.strip()
+
+        options = {"webhdfs": f"http://{net.head}:{info['http_port']}"}
+        data = f"{info['url']}/t/teragen"
+        with Client(info["dask"]["scheduler"], set_as_default=False, timeout=30) as client:
+            hd.teragen(data, 160_000, files=4, block_size=2 << 20, replication=1, client=client,
+                       storage_options=options)
+            fs = hpcbridge.connect(info["url"], **options)
+            hosts = {b.hosts[0] for p in fs.find("/t/teragen") for b in fs.block_locations(p)}
+            assert hosts <= set(net.datanode_hosts)
+            serial = grep_serial(data, rb"ZZ", storage_options=options)
+            runs = {}
+            for locality in (False, True):
+                before = net.link_bytes()
+                result = hd.grep(data, rb"ZZ", client=client, locality=locality, storage_options=options,
+                                 partition_size=1 << 20)
+                after = net.link_bytes()
+                crossed = sum(after[h]["out"] - before[h]["out"] for h in net.datanode_hosts)
+                assert result.value == serial
+                runs[locality] = (result.seconds, crossed, result.report.local_fraction)
+        print(runs)
+        (t_off, crossed_off, local_off), (t_on, crossed_on, local_on) = runs[False], runs[True]
+        assert local_on == 1.0 and local_off < 0.9
+        assert crossed_off > 0.25 * 16_000_000 and crossed_on < 0.05 * crossed_off, runs
+        assert t_on < t_off, runs
+    finally:
+        assert main(["testbed", "down", "--dir", base]) == 0
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+    assert not [n for n in leftover_names() if net.tag in n]
+    assert not os.path.exists(base)
