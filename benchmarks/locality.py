@@ -1,6 +1,7 @@
-"""Locality-aware grep on the HDFS testbed: locality on vs off in ONE run (seed 004 Table 1, seed 000 Fig. 3).
+"""Locality-aware jobs on the HDFS testbed: locality on vs off in ONE run (seed 004 Table 1, seed 000 Fig. 3).
 
     python benchmarks/locality.py [--size 512M] [--files 8] [--block-size 16M] [--repetitions 2]
+                                  [--jobs grep,wordcount,dummy_read]
                                   [--netns --link-rate 200mbit[,10gbit]]
                                   [--url hdfs://nn:port --webhdfs http://nn:port --scheduler tcp://...]
 
@@ -8,12 +9,15 @@ Without --url a testbed is started for the run (3 DataNodes on 127.0.0.2-4, repl
 one Dask worker per DataNode host) and stopped by pid afterwards. With ``--netns`` the testbed's
 hosts are emulated (a network namespace per DataNode host and its worker, links shaped to
 ``--link-rate``; one testbed per rate given): a remote read then costs network time, and the
-bytes that crossed the hosts' links are read from the interface counters, not from the plan. TeraGen writes the dataset into
-HDFS; grep (a rare pattern) runs with locality off and on, alternating, ``--repetitions`` times
-each. Every figure is measured: each read task reports the host it ran on and the DataNode host
-that stores every byte range it fetched (block locations of exactly that range; with
-replication 1 that host served it), and bytes are local when the two hosts are equal. Every run's
-counts are checked against a serial count of the same data (records, bytes, matches, byte sum):
+bytes that crossed the hosts' links are read from the interface counters, not from the plan.
+
+TeraGen writes the dataset into HDFS; each job (grep of a rare pattern by default; wordcount and
+dummy_read on request) runs with locality off and on, alternating, a warm-up round (reported
+apart) and then ``--repetitions`` times each. Every figure is measured: each read task reports the
+host it ran on and the DataNode host that stores every byte range it fetched (block locations of
+exactly that range; with replication 1 that host served it), and bytes are local when the two
+hosts are equal. grep's counts are checked against a serial count of the same data (records,
+bytes, matches, byte sum), dummy_read's against the dataset size, wordcount's between all runs:
 every record exactly once. Output: JSON (results/locality.json).
 """
 
@@ -67,8 +71,12 @@ def link_bytes_between_hosts(network, before: dict) -> int:
     return sum(now[h]["out"] - before[h]["out"] for h in network.datanode_hosts)
 
 
+JOBS = ("grep", "wordcount", "dummy_read")
+
+
 def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
-    """TeraGen, the serial count, then grep with locality off and on, alternating; the result."""
+    """TeraGen, the serial count, then every job with locality off and on, alternating (a
+    warm-up round first, reported apart); the result."""
     import hpcbridge
     import hpcbridge.dask as hd
     from distributed import Client
@@ -91,64 +99,91 @@ def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
         serial_seconds = time.perf_counter() - started
         print(f"# {len(blocks)} blocks, per DataNode {dict(sorted(layout.items()))}; serial grep {serial} "
               f"in {serial_seconds:.1f} s", flush=True)
+        # What each job must return: grep the serial count, dummy_read every byte, wordcount the
+        # same counts with locality on and off (the first run's).
+        expected = {"grep": serial, "dummy_read": gen.details["bytes"], "wordcount": None}
+        jobs = {"grep": lambda **kw: hd.grep(data, PATTERN, **kw),
+                "wordcount": lambda **kw: hd.wordcount(data, **kw),
+                "dummy_read": lambda **kw: hd.dummy_read(data, **kw)}
         runs = []
-        for repetition in range(args.repetitions):
-            for locality in (False, True):
-                before = network.link_bytes() if network is not None else None
-                result = hd.grep(data, PATTERN, client=client, locality=locality, storage_options=options,
-                                 partition_size=partition_size)
-                run = {"locality": locality, "repetition": repetition, "seconds": round(result.seconds, 3),
-                       "exactly_once": result.value == serial, "value": result.value,
-                       "partitions": result.partitions, "placed_fraction": result.details["placed_fraction"],
-                       **result.report.as_dict()}
-                crossed = ""
-                if network is not None:
-                    run["link_bytes_between_hosts"] = link_bytes_between_hosts(network, before)
-                    crossed = f", {run['link_bytes_between_hosts'] / 2**20:.1f} MiB crossed the links"
-                runs.append(run)
-                print(f"locality {'on ' if locality else 'off'}: {result.seconds:6.2f} s, "
-                      f"{100 * result.report.local_fraction:5.1f}% local{crossed}, served per host "
-                      f"{ {h: round(n / 2**20) for h, n in result.report.bytes_by_host.items()} } MiB, "
-                      f"tasks per worker host {result.report.tasks_by_worker_host}, exactly once: "
-                      f"{run['exactly_once']}", flush=True)
+        for repetition in range(-1, args.repetitions):  # -1: the warm-up round
+            for job in args.jobs:
+                for locality in ((False, True) if repetition % 2 else (True, False)):
+                    before = network.link_bytes() if network is not None else None
+                    result = jobs[job](client=client, locality=locality, storage_options=options,
+                                       partition_size=partition_size)
+                    if expected[job] is None:
+                        expected[job] = result.value
+                    run = {**result.report.as_dict(), "dask_job": result.report.job,  # the report's job is an id
+                           "job": job, "locality": locality, "repetition": repetition, "warmup": repetition < 0,
+                           "seconds": round(result.seconds, 3), "exactly_once": result.value == expected[job],
+                           "partitions": result.partitions, "placed_fraction": result.details["placed_fraction"]}
+                    if job == "grep":
+                        run["value"] = result.value
+                    crossed = ""
+                    if network is not None:
+                        run["link_bytes_between_hosts"] = link_bytes_between_hosts(network, before)
+                        crossed = f", {run['link_bytes_between_hosts'] / 2**20:6.1f} MiB crossed the links"
+                    runs.append(run)
+                    print(f"{'warm-up' if repetition < 0 else f'rep {repetition}'}: {job:10} locality "
+                          f"{'on ' if locality else 'off'}: {result.seconds:6.2f} s, "
+                          f"{100 * result.report.local_fraction:5.1f}% local{crossed}, tasks per worker host "
+                          f"{result.report.tasks_by_worker_host}, exactly once: {run['exactly_once']}", flush=True)
         fs.rm("/bench-locality", recursive=True)
 
-    def summary(mode: bool) -> dict:
-        chosen = [r for r in runs if r["locality"] is mode]
+    def summary(job: str, mode: bool) -> dict:
+        chosen = [r for r in runs if r["job"] == job and r["locality"] is mode and not r["warmup"]]
+        warmup = [r for r in runs if r["job"] == job and r["locality"] is mode and r["warmup"]]
         out = {"seconds_median": statistics.median(r["seconds"] for r in chosen),
+               "warmup_seconds": warmup[0]["seconds"] if warmup else None,
                "local_fraction_median": statistics.median(r["local_fraction"] for r in chosen),
                "local_fraction_min": min(r["local_fraction"] for r in chosen),
-               "all_exactly_once": all(r["exactly_once"] for r in chosen)}
+               "all_exactly_once": all(r["exactly_once"] for r in chosen + warmup)}
         if network is not None:
             out["link_bytes_median"] = statistics.median(r["link_bytes_between_hosts"] for r in chosen)
         return out
 
-    on, off = summary(True), summary(False)
+    per_job = {}
+    for job in args.jobs:
+        on, off = summary(job, True), summary(job, False)
+        entry = {"locality_on": on, "locality_off": off,
+                 "time_ratio_off_over_on": round(off["seconds_median"] / on["seconds_median"], 3)}
+        if network is not None:
+            entry["link_bytes_saved_fraction"] = (round(1 - on["link_bytes_median"] / off["link_bytes_median"], 5)
+                                                  if off["link_bytes_median"] else None)
+        per_job[job] = entry
+        print(f"{job}: locality on {100 * on['local_fraction_median']:.1f}% local (min "
+              f"{100 * on['local_fraction_min']:.1f}%), {on['seconds_median']:.2f} s; off "
+              f"{100 * off['local_fraction_median']:.1f}% local, {off['seconds_median']:.2f} s; off/on time "
+              f"{entry['time_ratio_off_over_on']}"
+              + (f"; link bytes on/off {on['link_bytes_median'] / 2**20:.2f} / {off['link_bytes_median'] / 2**20:.1f} "
+                 f"MiB (saved {100 * entry['link_bytes_saved_fraction']:.2f}%)"
+                 if entry.get("link_bytes_saved_fraction") is not None else "")
+              + f"; exactly once: {on['all_exactly_once'] and off['all_exactly_once']}", flush=True)
+    first = per_job[args.jobs[0]]
     result = {
         "benchmark": "locality", "dataset_bytes": gen.details["bytes"], "records": records, "files": args.files,
         "block_size": args.block_size, "blocks": len(blocks), "partition_size": partition_size,
         "datanodes": len(layout), "replication": 1, "blocks_per_datanode": dict(sorted(layout.items())),
         "teragen_seconds": round(gen.seconds, 3), "serial": serial, "serial_seconds": round(serial_seconds, 3),
-        "pattern": PATTERN.decode(), "threads_per_worker": args.threads, "runs": runs,
+        "pattern": PATTERN.decode(), "threads_per_worker": args.threads, "repetitions": args.repetitions,
+        "runs": runs, "jobs": per_job,
         "work_stealing": args.work_stealing if not args.url else "as configured on the given scheduler",
-        "locality_on": on, "locality_off": off,
-        "time_ratio_off_over_on": round(off["seconds_median"] / on["seconds_median"], 3),
-        "targets": {"local_fraction_on_min": 0.95, "local_fraction_on_met": on["local_fraction_min"] >= 0.95,
-                    "exactly_once": on["all_exactly_once"] and off["all_exactly_once"]},
+        # The first job's summary at the top level (the shape `hpcbridge bench report` reads).
+        "job": args.jobs[0], "locality_on": first["locality_on"], "locality_off": first["locality_off"],
+        "time_ratio_off_over_on": first["time_ratio_off_over_on"],
+        "targets": {"local_fraction_on_min": 0.95,
+                    "local_fraction_on_met": all(j["locality_on"]["local_fraction_min"] >= 0.95
+                                                 for j in per_job.values()),
+                    "exactly_once": all(j[f"locality_{m}"]["all_exactly_once"] for j in per_job.values()
+                                        for m in ("on", "off"))},
         "measured_how": "each read task logs its worker host (distributed.get_worker().address) and, for every byte "
                         "range it fetched, the host of that range's block locations; local = same host",
     }
     if network is not None:
         result["link_rate_bits"] = network.rate_bits
-        result["link_bytes_saved_fraction"] = (round(1 - on["link_bytes_median"] / off["link_bytes_median"], 4)
-                                               if off["link_bytes_median"] else None)
-        result["measured_how"] += "; link bytes: rx_bytes of the bridge side of each DataNode host's veth"
-    print(f"locality on: {100 * on['local_fraction_median']:.1f}% local (min {100 * on['local_fraction_min']:.1f}%), "
-          f"{on['seconds_median']:.2f} s; off: {100 * off['local_fraction_median']:.1f}% local, "
-          f"{off['seconds_median']:.2f} s; off/on time {result['time_ratio_off_over_on']}"
-          + (f"; link bytes saved {100 * result['link_bytes_saved_fraction']:.1f}%"
-             if result.get("link_bytes_saved_fraction") is not None else "")
-          + f"; exactly once: {result['targets']['exactly_once']}", flush=True)
+        result["measured_how"] += ("; link bytes: rx_bytes (bytes leaving the host) of the bridge side of each "
+                                   "DataNode host's veth, summed over the hosts")
     return result
 
 
@@ -159,7 +194,10 @@ def main(argv=None) -> int:
     parser.add_argument("--block-size", type=parse_size, default=parse_size("16M"), help="HDFS block size (16M)")
     parser.add_argument("--partition-size", type=parse_size, default=None,
                         help="metablock target (default: the block size: one task per block)")
-    parser.add_argument("--repetitions", type=int, default=2, help="runs of each mode (default 2)")
+    parser.add_argument("--repetitions", type=int, default=2,
+                        help="runs of each mode after a warm-up round (default 2)")
+    parser.add_argument("--jobs", default="grep",
+                        help=f"comma-separated jobs, from {', '.join(JOBS)} (default grep)")
     parser.add_argument("--threads", type=int, default=1, help="threads per Dask worker of the testbed (1)")
     parser.add_argument("--work-stealing", choices=["on", "off"], default="off",
                         help="work stealing of the testbed's scheduler (default off, as the testbed: the "
@@ -177,6 +215,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.url and not (args.webhdfs and args.scheduler):
         parser.error("--url needs --webhdfs and --scheduler")
+    args.jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
+    unknown = sorted(set(args.jobs) - set(JOBS))
+    if unknown or not args.jobs:
+        parser.error(f"--jobs: unknown {unknown or 'none given'}; choose from {', '.join(JOBS)}")
     if args.url and args.netns:
         parser.error("--netns starts its own testbed: it does not combine with --url")
     rates = [r.strip() for r in args.link_rate.split(",") if r.strip()] if args.netns else [None]

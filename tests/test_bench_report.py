@@ -67,3 +67,18 @@ def test_report_rows_of_locality_result():
     on, off = rows_of(result)
     assert (on["config"], on["MBps"], on["verified"]) == ("locality on, 100% local", 250.0, True)
     assert (off["config"], off["MBps"], off["verified"]) == ("locality off, 41% local", 200.0, False)
+
+
+def test_report_rows_of_locality_on_emulated_hosts():
+    """locality.py --netns writes one result per link rate: rows name the rate."""
+    from hpcbridge.cli.report import rows_of
+
+    one = {"dataset_bytes": 100_000_000, "datanodes": 3,
+           "locality_on": {"seconds_median": 0.5, "local_fraction_median": 1.0, "all_exactly_once": True},
+           "locality_off": {"seconds_median": 2.5, "local_fraction_median": 0.333, "all_exactly_once": True}}
+    rows = rows_of({"benchmark": "locality", "netns": True, "by_link_rate": {"200mbit": one, "10gbit": one}})
+    assert [r["config"] for r in rows] == ["links 200mbit, locality on, 100% local",
+                                           "links 200mbit, locality off, 33% local",
+                                           "links 10gbit, locality on, 100% local",
+                                           "links 10gbit, locality off, 33% local"]
+    assert [r["MBps"] for r in rows] == [200.0, 40.0, 200.0, 40.0]

@@ -72,6 +72,10 @@ def rows_of(result: dict) -> list[dict]:
                  "series": mode, "MBps": entry["mean"] * 1.048576,
                  "verified": None if verified is None else verified.get(mode) == 0}
                 for mode, entry in result["summary"].items()]
+    if kind == "locality" and "by_link_rate" in result:
+        # Emulated hosts (--netns): one testbed per link rate, each a result of the usual shape.
+        return [{**row, "config": f"links {rate}, {row['config']}", "series": f"{row['series']}, links {rate}"}
+                for rate, one in result["by_link_rate"].items() for row in rows_of({**one, "benchmark": kind})]
     if kind == "locality":
         # Job bandwidth (dataset bytes / median job time) with locality on and off; the local
         # fraction is in the configuration, since that, not speed, is what locality changes here.

@@ -107,6 +107,27 @@ def test_emulated_cluster_locality_in_link_bytes_and_seconds(tmp_path, capsys):
             assert os.readlink(f"/proc/{dn['pid']}/ns/net") != ours.strip()
 
         options = {"webhdfs": f"http://{net.head}:{info['http_port']}"}
+        # Write affinity: a writer on a DataNode host gets its (first) replica there, for a
+        # plain file and for its data log in a PLFS container on HDFS.
+        script = ("import sys, hpcbridge, hpcbridge.plfs\n"
+                  "o = dict(webhdfs=sys.argv[3], block_size=1 << 20, replication=1)\n"
+                  "fs, p = hpcbridge.url_to_fs(sys.argv[1], **o)\n"
+                  "with fs.open(p, 'wb') as f: f.write(bytes(3 << 20))\n"
+                  "with hpcbridge.plfs.open(sys.argv[2], 'wb', shared=True, **o) as f:\n"
+                  "    f.pwrite(bytes(2 << 20), 0)\n"
+                  "    pfs, pp = hpcbridge.url_to_fs(sys.argv[2], **o)\n"
+                  "    print(pfs.container(pp).data_log(f.writer_id)[1])\n")
+        netloc = info["url"].split("://", 1)[1]
+        fs = hpcbridge.connect(info["url"], **options)
+        fs.mkdir("/a", parents=True)
+        for host, address in zip(("h1", "h2"), net.datanode_hosts):
+            wrote = cluster.exec(host, [sys.executable, "-c", script, f"hdfs://{netloc}/a/{host}",
+                                        f"plfs+hdfs://{netloc}/a/ckpt", options["webhdfs"]],
+                                 capture_output=True, text=True)
+            assert wrote.returncode == 0, wrote.stderr
+            for path in (f"/a/{host}", wrote.stdout.strip()):
+                blocks = fs.block_locations(path)
+                assert blocks and all(tuple(b.hosts) == (address,) for b in blocks), (host, path, blocks)
         data = f"{info['url']}/t/teragen"
         with Client(info["dask"]["scheduler"], set_as_default=False, timeout=30) as client:
             hd.teragen(data, 160_000, files=4, block_size=2 << 20, replication=1, client=client,
