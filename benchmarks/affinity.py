@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -161,6 +162,8 @@ def main(argv=None) -> int:
     why = netns_unavailable()
     if why:
         parser.error(f"emulated hosts: {why}")
+    # A SIGTERM (a killed run) still stops the testbed: its namespaces and JVMs outlive us otherwise.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     cluster = HdfsCluster(tempfile.mkdtemp(prefix="hpcbridge-bench-affinity-"), datanodes=args.datanodes,
                           replication=args.replication, netns=True, link_rate=args.link_rate)
     started = time.perf_counter()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -234,6 +235,8 @@ def main(argv=None) -> int:
         if why:
             parser.error(f"--netns: {why}")
 
+    # A SIGTERM (a killed run) still stops the testbed: its namespaces and JVMs outlive us otherwise.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     results = []
     for rate in rates:
         with testbed_with_dask(args, rate) as (url, webhdfs, scheduler, network):

@@ -35,3 +35,8 @@ mpirun -n "$NP" --timeout 900 "$here/.venv/bin/python" benchmarks/flash_io.py --
   --plot "$FLASH_DIR/dens_histogram.png"
 rm -f "$FLASH_DIR"/flash_io_test_hdf5_*
 # --- end FLASH analytics ---------------------------------------------------------------------------
+# --- emulated cluster (issue 15): hosts in network namespaces, shaped links ----------------------
+echo
+echo "=== 6. Locality in seconds: grep on an emulated 3-host cluster (network namespaces, 200 Mbit links) ==="
+"$here/.venv/bin/python" examples/emulated_cluster.py --size "${DEMO_NETNS_SIZE:-96M}"
+# --- end emulated cluster --------------------------------------------------------------------------

@@ -158,3 +158,17 @@ def test_emulated_cluster_locality_in_link_bytes_and_seconds(tmp_path, capsys):
     assert not any(alive(p) for p in pids)
     assert not [n for n in leftover_names() if net.tag in n]
     assert not os.path.exists(base)
+
+
+@needs_netns
+def test_the_emulated_cluster_example_runs_and_cleans_up():
+    """examples/emulated_cluster.py (make demo's section 6), small: exact counts, faster with locality."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    before = set(leftover_names())
+    done = subprocess.run([sys.executable, os.path.join(root, "examples", "emulated_cluster.py"), "--size", "24M",
+                           "--link-rate", "40mbit", "--repetitions", "1"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert out.count("same counts as a serial grep: True") == 2 and "False" not in out.split("teragen")[1]
+    assert "faster with locality" in out and "emulated cluster stopped" in out
+    assert not set(leftover_names()) - before
