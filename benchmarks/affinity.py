@@ -153,13 +153,12 @@ def main(argv=None) -> int:
         parser.error(f"--replication must be between 1 and --datanodes ({args.datanodes})")
 
     from hpcbridge.testbed import HdfsCluster
-    from hpcbridge.testbed.netns import netns_unavailable, parse_rate
+    from hpcbridge.testbed.netns import netns_unavailable
 
     try:
-        parse_rate(args.link_rate)
+        why = netns_unavailable(args.link_rate)
     except ValueError as exc:
         parser.error(str(exc))
-    why = netns_unavailable()
     if why:
         parser.error(f"emulated hosts: {why}")
     # A SIGTERM (a killed run) still stops the testbed: its namespaces and JVMs outlive us otherwise.

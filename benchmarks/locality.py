@@ -224,14 +224,12 @@ def main(argv=None) -> int:
         parser.error("--netns starts its own testbed: it does not combine with --url")
     rates = [r.strip() for r in args.link_rate.split(",") if r.strip()] if args.netns else [None]
     if args.netns:
-        from hpcbridge.testbed.netns import netns_unavailable, parse_rate
+        from hpcbridge.testbed.netns import netns_unavailable
 
-        for rate in rates:
-            try:
-                parse_rate(rate)
-            except ValueError as exc:
-                parser.error(str(exc))
-        why = netns_unavailable()
+        try:
+            why = netns_unavailable(*rates)
+        except ValueError as exc:
+            parser.error(str(exc))
         if why:
             parser.error(f"--netns: {why}")
 

@@ -31,13 +31,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repetitions", type=int, default=2, help="grep runs with locality off and on (default 2)")
     args = parser.parse_args(argv)
 
-    from hpcbridge.testbed.netns import netns_unavailable, parse_rate
+    from hpcbridge.testbed.netns import netns_unavailable
 
     try:
-        parse_rate(args.link_rate)
+        why = netns_unavailable(args.link_rate)
     except ValueError as exc:
         parser.error(str(exc))
-    why = netns_unavailable()
     if why:
         print(f"skipped: emulated hosts are not possible here ({why})")
         return 0

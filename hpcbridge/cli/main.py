@@ -263,10 +263,9 @@ def cmd_testbed(args) -> object:
         raise ValueError(f"testbed {args.action} takes no command (only `testbed exec HOST -- CMD` does)")
     if args.action == "up":
         if args.netns:
-            from ..testbed.netns import netns_unavailable, parse_rate
+            from ..testbed.netns import netns_unavailable
 
-            parse_rate(args.link_rate)  # a bad rate is a ValueError before anything starts
-            why = netns_unavailable()
+            why = netns_unavailable(args.link_rate)  # a bad rate is a ValueError before anything starts
             if why:
                 raise TestbedError(f"--netns: {why}")
         cluster = HdfsCluster(args.dir, datanodes=args.datanodes, racks=args.racks,

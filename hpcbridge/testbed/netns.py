@@ -55,9 +55,12 @@ def _run(*argv: str) -> str:
     return result.stdout
 
 
-def netns_unavailable() -> str | None:
+def netns_unavailable(*rates: str) -> str | None:
     """Why emulated hosts cannot be made here (None if they can): root, ``ip`` and ``tc``, and a
-    namespace actually created and removed."""
+    namespace actually created and removed. ``rates``: link rates to check first (a bad one is a
+    ValueError naming it, see :func:`parse_rate`)."""
+    for rate in rates:
+        parse_rate(rate)
     if os.geteuid() != 0:
         return "network namespaces need root"
     for tool in ("ip", "tc"):

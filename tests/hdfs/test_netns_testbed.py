@@ -31,6 +31,14 @@ def test_link_rates_in_tc_notation(text, bits):
 def test_bad_link_rates_are_refused_by_name(text):
     with pytest.raises(ValueError, match="link rate"):
         parse_rate(text)
+    with pytest.raises(ValueError, match="link rate"):
+        netns_unavailable("1gbit", text)
+
+
+def test_cli_refuses_a_bad_link_rate_before_starting_anything(tmp_path, capsys):
+    assert main(["testbed", "up", "--dir", str(tmp_path / "tb"), "--netns", "--link-rate", "5furlongs"]) == 1
+    assert "link rate '5furlongs'" in capsys.readouterr().err
+    assert not (tmp_path / "tb").exists()
 
 
 @needs_netns
