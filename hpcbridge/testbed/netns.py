@@ -25,6 +25,7 @@ Traffic is counted on the bridge side of each host's veth (``/sys/class/net/<vet
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -32,6 +33,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import asdict, dataclass, field
 
 __all__ = ["EmulatedNetwork", "NetnsError", "netns_unavailable", "parse_rate", "leftover_names", "PREFIX"]
@@ -198,12 +200,16 @@ class EmulatedNetwork:
         was made. Returns self, with :attr:`addresses` filled."""
         self.remove()  # a crashed run of the same testbed directory
         try:
-            net = self._pick_subnet()
-            self.subnet = str(net)
-            hosts = list(net.hosts())
-            _run("ip", "link", "add", self.bridge, "type", "bridge")
-            _run("ip", "addr", "add", f"{hosts[0]}/{net.prefixlen}", "dev", self.bridge)
-            _run("ip", "link", "set", self.bridge, "up")
+            # Two testbeds starting at once would read the same free subnet: pick and claim it
+            # (the bridge's address makes its route) under one machine-wide lock.
+            with open(os.path.join(tempfile.gettempdir(), "hpcbridge-netns.lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                net = self._pick_subnet()
+                self.subnet = str(net)
+                hosts = list(net.hosts())
+                _run("ip", "link", "add", self.bridge, "type", "bridge")
+                _run("ip", "addr", "add", f"{hosts[0]}/{net.prefixlen}", "dev", self.bridge)
+                _run("ip", "link", "set", self.bridge, "up")
             for i, name in enumerate(self.names):
                 address = str(hosts[HEAD_HOST - 1] if name == "head" else hosts[FIRST_HOST - 1 + i - 1])
                 ns, veth = self.namespace(name), self.veth(name)

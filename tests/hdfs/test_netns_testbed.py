@@ -70,6 +70,21 @@ def test_network_hosts_links_and_removal(tmp_path):
 
 
 @needs_netns
+def test_networks_created_at_once_get_subnets_of_their_own(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    nets = [EmulatedNetwork.for_dir(str(tmp_path / f"n{i}"), hosts=1, rate="1gbit") for i in range(3)]
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(EmulatedNetwork.create, nets))
+        assert len({n.subnet for n in nets}) == 3 and len({n.tag for n in nets}) == 3
+    finally:
+        for n in nets:
+            n.remove()
+    assert not [name for name in leftover_names() if any(n.tag in name for n in nets)]
+
+
+@needs_netns
 def test_failed_start_removes_the_hosts_too(tmp_path):
     cluster = HdfsCluster(tmp_path / "bad", datanodes=1, heap="1m", netns=True)  # the JVM refuses the heap
     with pytest.raises(TestbedError, match="format failed"):
