@@ -1,7 +1,7 @@
 """Locality-aware jobs on the HDFS testbed: locality on vs off in ONE run (seed 004 Table 1, seed 000 Fig. 3).
 
     python benchmarks/locality.py [--size 512M] [--files 8] [--block-size 16M] [--repetitions 2]
-                                  [--jobs grep,wordcount,dummy_read]
+                                  [--jobs grep,wordcount,dummy_read] [--fig3]
                                   [--netns --link-rate 200mbit[,10gbit]]
                                   [--url hdfs://nn:port --webhdfs http://nn:port --scheduler tcp://...]
 
@@ -18,7 +18,12 @@ host it ran on and the DataNode host that stores every byte range it fetched (bl
 exactly that range; with replication 1 that host served it), and bytes are local when the two
 hosts are equal. grep's counts are checked against a serial count of the same data (records,
 bytes, matches, byte sum), dummy_read's against the dataset size, wordcount's between all runs:
-every record exactly once. Output: JSON (results/locality.json).
+every record exactly once.
+
+``--fig3`` adds seed 000 Fig. 3's three bars: one task per block reads it in 4 KiB calls (as
+Hadoop's file system calls did) through hpcbridge's HDFS client without readahead and placed
+anywhere ("vanilla"), with its 4 MiB readahead, and with readahead on the block's own host
+("readahead + layout"); every byte is counted once. Output: JSON (results/locality.json).
 """
 
 from __future__ import annotations
@@ -73,6 +78,73 @@ def link_bytes_between_hosts(network, before: dict) -> int:
 
 
 JOBS = ("grep", "wordcount", "dummy_read")
+#: Seed 000 Fig. 3: Hadoop's file system calls read 4 KB at a time.
+FIG3_REQUEST = 4 << 10
+#: Fig. 3's bars: (name, readahead of the HDFS client, tasks placed on the block's host).
+FIG3_BARS = (("vanilla (no readahead, no layout)", 0, False), ("readahead 4 MiB", 4 << 20, False),
+             ("readahead 4 MiB + layout", 4 << 20, True))
+
+
+def read_in_small_requests(url: str, path: str, start: int, length: int, readahead: int, webhdfs: str) -> int:
+    """A Fig. 3 map task: ``length`` bytes of ``path`` from ``start``, read in 4 KiB calls through
+    hpcbridge's HDFS client with ``readahead`` (0: every call goes to the DataNode); bytes read."""
+    import hpcbridge
+
+    fs = hpcbridge.connect(url, webhdfs=webhdfs, readahead=readahead)
+    buf = memoryview(bytearray(FIG3_REQUEST))
+    done = 0
+    with fs.open(path, "rb") as f:
+        f.seek(start)
+        while done < length:
+            got = f.readinto(buf[:min(FIG3_REQUEST, length - done)])
+            if not got:
+                raise OSError(f"{path}: short read at {start + done}")
+            done += got
+    return done
+
+
+def fig3_bars(client, fs, url: str, webhdfs: str, network, repetitions: int) -> dict:
+    """Seed 000 Fig. 3 in miniature: every block read by one task in 4 KiB calls, without
+    readahead and without layout, with readahead, and with readahead and layout (each task on its
+    block's host); a warm-up round first. Seconds, link bytes, and every byte read once."""
+    workers = {}
+    for address, info in client.scheduler_info(n_workers=-1)["workers"].items():
+        workers.setdefault(info["host"], address)
+    blocks = [(p, b.offset, b.length, b.hosts[0]) for p in fs.find("/bench-locality/teragen")
+              for b in fs.block_locations(p)]
+    total = sum(b[2] for b in blocks)
+    runs = []
+    for repetition in range(-1, repetitions):
+        for name, readahead, layout in FIG3_BARS:
+            before = network.link_bytes() if network is not None else None
+            started = time.perf_counter()
+            futures = [client.submit(read_in_small_requests, url, path, offset, length, readahead, webhdfs,
+                                     pure=False, **({"workers": [workers[host]], "allow_other_workers": False}
+                                                    if layout else {}))
+                       for path, offset, length, host in blocks]
+            got = sum(client.gather(futures))
+            run = {"bar": name, "repetition": repetition, "seconds": round(time.perf_counter() - started, 3),
+                   "every_byte_once": got == total}
+            if network is not None:
+                run["link_bytes_between_hosts"] = link_bytes_between_hosts(network, before)
+            runs.append(run)
+            print(f"{'warm-up' if repetition < 0 else f'rep {repetition}'}: Fig. 3 {name:34} {run['seconds']:7.2f} s"
+                  + (f", {run['link_bytes_between_hosts'] / 2**20:6.1f} MiB crossed the links" if network else "")
+                  + f", every byte once: {run['every_byte_once']}", flush=True)
+    summary = {}
+    for name, _, _ in FIG3_BARS:
+        chosen = [r for r in runs if r["bar"] == name and r["repetition"] >= 0]
+        summary[name] = {"seconds_median": statistics.median(r["seconds"] for r in chosen),
+                         "warmup_seconds": next(r["seconds"] for r in runs if r["bar"] == name and r["repetition"] < 0),
+                         "every_byte_once": all(r["every_byte_once"] for r in runs if r["bar"] == name)}
+        if network is not None:
+            summary[name]["link_bytes_median"] = statistics.median(r["link_bytes_between_hosts"] for r in chosen)
+    vanilla = summary[FIG3_BARS[0][0]]["seconds_median"]
+    for name in summary:
+        summary[name]["time_vs_vanilla"] = round(summary[name]["seconds_median"] / vanilla, 3)
+    print("Fig. 3: " + "; ".join(f"{n} {v['seconds_median']:.2f} s ({v['time_vs_vanilla']:.2f} of vanilla)"
+                                 for n, v in summary.items()), flush=True)
+    return {"request_bytes": FIG3_REQUEST, "runs": runs, "bars": summary}
 
 
 def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
@@ -130,6 +202,7 @@ def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
                           f"{'on ' if locality else 'off'}: {result.seconds:6.2f} s, "
                           f"{100 * result.report.local_fraction:5.1f}% local{crossed}, tasks per worker host "
                           f"{result.report.tasks_by_worker_host}, exactly once: {run['exactly_once']}", flush=True)
+        fig3 = fig3_bars(client, fs, url, webhdfs, network, args.repetitions) if args.fig3 else None
         fs.rm("/bench-locality", recursive=True)
 
     def summary(job: str, mode: bool) -> dict:
@@ -181,6 +254,8 @@ def run_jobs(args, url: str, webhdfs: str, scheduler: str, network) -> dict:
         "measured_how": "each read task logs its worker host (distributed.get_worker().address) and, for every byte "
                         "range it fetched, the host of that range's block locations; local = same host",
     }
+    if fig3 is not None:
+        result["fig3"] = fig3
     if network is not None:
         result["link_rate_bits"] = network.rate_bits
         result["measured_how"] += ("; link bytes: rx_bytes (bytes leaving the host) of the bridge side of each "
@@ -203,6 +278,9 @@ def main(argv=None) -> int:
     parser.add_argument("--work-stealing", choices=["on", "off"], default="off",
                         help="work stealing of the testbed's scheduler (default off, as the testbed: the "
                              "locality plan balances; stealing only trades locality)")
+    parser.add_argument("--fig3", action="store_true",
+                        help="also seed 000 Fig. 3's bars: every block read in 4 KiB calls without readahead, with "
+                             "readahead, and with readahead on the block's host")
     parser.add_argument("--netns", action="store_true",
                         help="emulated hosts: each DataNode and its worker in a network namespace, links shaped "
                              "(needs root)")
