@@ -6,10 +6,18 @@ Java tools find the NameNode's HTTP address too.
 """
 
 import os
+import signal
 import tempfile
 import uuid
 
 import pytest
+
+# A test runner started in the background by a non-interactive shell (`bash .ci/run &`) inherits
+# SIGINT ignored, and so would every CLI the tests start: the Ctrl-C tests would see copies that
+# cannot be interrupted. Run them as from a terminal: a Python handler here resets to the default
+# disposition in every child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
