@@ -64,16 +64,21 @@ def test_idle_threads_leave_and_come_back_on_demand(monkeypatch):
     """A process making many connections (one pool each) keeps no thread per connection it
     stopped using: idle workers leave after IDLE_EXIT seconds; the pool starts new ones."""
     monkeypatch.setattr(pool_module, "IDLE_EXIT", 0.2)
-    before = threading.active_count()
-    pools = [CallPool(4, f"svc{i}") for i in range(5)]
+    names = [f"idle-test-svc{i}" for i in range(5)]
+
+    def alive():  # this test's pool threads only: threads of earlier tests' pools may end meanwhile
+        return sum(t.name.rsplit("-", 1)[0] in names for t in threading.enumerate())
+
+    pools = [CallPool(4, name) for name in names]
     for pool in pools:
         barrier = threading.Barrier(4, timeout=5)
         futures = [pool.submit(barrier.wait) for _ in range(4)]  # four threads at once
         assert sorted(f.result(5) for f in futures) == [0, 1, 2, 3]
+    assert alive() == 20
     deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
+    while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert threading.active_count() == before
+    assert alive() == 0
     assert all(pool._threads == 0 and not pool._idle for pool in pools)
     assert pools[0].call(5, "add", lambda a, b: a + b, 2, 3) == 5  # a new thread serves it
     assert pools[0]._threads == 1
