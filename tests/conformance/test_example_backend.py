@@ -45,8 +45,21 @@ class TestExampleBackendConformance(FileSystemConformance):
         return DirectoryBackdoor(fs.root)
 
 
+#: Where the state machine's backends live: one directory per run of this module, which pytest's
+#: temporary-directory retention removes (the machine's teardown removes only its "/root").
+_stateful_base = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stateful_directory(tmp_path_factory):
+    global _stateful_base
+    _stateful_base = tmp_path_factory.mktemp("example-stateful")
+    yield
+    _stateful_base = None
+
+
 def _fresh_example_fs():
-    fs = DirectoryFileSystem(root=tempfile.mkdtemp(prefix="hpcbridge-example-"))
+    fs = DirectoryFileSystem(root=tempfile.mkdtemp(prefix="example-", dir=_stateful_base))
     fs.mkdir("/root")
     return fs, "/root"
 
