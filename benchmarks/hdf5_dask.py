@@ -9,8 +9,10 @@ a chunked gzip+shuffle float32 dataset of ``--chunked-size`` bytes (``gz``); a t
 and the file is copied into HDFS with ``--block-size`` blocks. Then, per repetition and in this
 interleaved order, each timed separately (one warm-up round first, reported apart):
 
-* POSIX: ``read_hdf5(file://...).sum()`` (Dask threads), the raw sequential read of the same bytes
-  through hpcbridge (``preadinto`` of 16 MiB into one buffer), and h5py direct (16 MiB slabs, summed);
+* POSIX: ``read_hdf5(file://...).sum()`` (Dask threads; by default contiguous blocks are memory
+  maps of the file), the same with ``memory_map=False`` (blocks read into memory), the raw
+  sequential read of the same bytes through hpcbridge (``preadinto`` of 16 MiB into one buffer),
+  and h5py direct (16 MiB slabs, summed);
 * HDFS: ``read_hdf5(hdfs://...).sum()`` on the testbed's workers with locality on and off, and the
   raw sequential read of the same bytes through hpcbridge from this process;
 * the same for the chunked gzip dataset (the raw read is its stored, compressed bytes).
@@ -186,6 +188,7 @@ def main(argv=None) -> int:
                 for name in shapes:
                     nbytes = math.prod(shapes[name]) * (8 if name == "contig" else 4)
                     yield name, "posix", "read_hdf5", nbytes
+                    yield name, "posix", "read_hdf5 memory_map=False", nbytes
                     yield name, "posix", "raw", nbytes
                     yield name, "posix", "h5py", nbytes
                     yield name, "hdfs", "read_hdf5 locality on", nbytes
@@ -201,7 +204,7 @@ def main(argv=None) -> int:
                     fs_, path_ = (lfs, local) if backend == "posix" else (hfs, hpath)
                     value = raw_read(fs_, path_, *ranges[(backend, name)])
                 elif backend == "posix":
-                    arr = hd.read_hdf5(f"file://{local}", name)
+                    arr = hd.read_hdf5(f"file://{local}", name, memory_map=not how.endswith("False"))
                     with dask.config.set(scheduler="threads", num_workers=2):
                         value = float(arr.sum(dtype=np.float64).compute())
                     report = hd.array_report(arr)
@@ -222,7 +225,7 @@ def main(argv=None) -> int:
                 if report is not None:
                     row.update(tasks=report.tasks, local_fraction=round(report.local_fraction, 4),
                                bytes_read=report.bytes_read, bytes_by_host=report.bytes_by_host)
-                print(f"{'warm-up' if repetition < 0 else f'rep {repetition}'}: {name:6} {backend:5} {how:24} "
+                print(f"{'warm-up' if repetition < 0 else f'rep {repetition}'}: {name:6} {backend:5} {how:26} "
                       f"{seconds:7.3f} s {row['MiBps']:8.1f} MiB/s"
                       + (f"  {100 * report.local_fraction:5.1f}% local" if report is not None and backend == "hdfs"
                          else "") + ("" if ok else "  WRONG"), flush=True)
@@ -258,6 +261,7 @@ def main(argv=None) -> int:
                      / summary[f"{name} {backend} {how}"]["seconds_median"], 3)
 
     ratios = {"contig posix read_hdf5/raw": ratio("contig", "posix", "read_hdf5"),
+              "contig posix read_hdf5 memory_map=False/raw": ratio("contig", "posix", "read_hdf5 memory_map=False"),
               "contig hdfs read_hdf5 (locality on)/raw": ratio("contig", "hdfs", "read_hdf5 locality on"),
               "contig hdfs read_hdf5 (locality off)/raw": ratio("contig", "hdfs", "read_hdf5 locality off"),
               "gz posix read_hdf5/raw": ratio("gz", "posix", "read_hdf5"),

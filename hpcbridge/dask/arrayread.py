@@ -2,7 +2,8 @@
 
 :func:`read_array_block` runs inside a Dask task: it opens the file through hpcbridge, reads the
 block's bytes (:func:`hpcbridge.hdf5.read_region`: one read per contiguous run straight into the
-output, or the block's stored chunks, decoded), and reports the bytes it fetched per serving
+output, or the block's stored chunks, decoded; or, where the block is one run of a file the file
+system maps, :func:`hpcbridge.hdf5.map_region`: no read at all), and reports the bytes it fetched per serving
 host, as the record readers do (:mod:`hpcbridge.dask.reader`), so the job's
 :class:`~hpcbridge.dask.report.LocalityReport` is measured, not planned.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fs.base import FileSystem
-from ..hdf5 import ChunkIndex, DatasetInfo, read_region
+from ..hdf5 import ChunkIndex, DatasetInfo, map_region, read_region
 from . import blockbuffers
 from .hosts import host_matches
 from .reader import cached_fs, emit_event, worker_host
@@ -42,6 +43,9 @@ class ArrayReadSpec:
     preferred: str | None = None
     #: Addresses of the workers on the hosts storing the block's bytes (empty: anywhere).
     workers: tuple[str, ...] = ()
+    #: Map a block that is one contiguous run where the file system can (``read_hdf5``'s
+    #: ``memory_map``).
+    memory_map: bool = True
 
 
 def attribute_ranges(fs: FileSystem, path: str, ranges: list, host: str, tally: dict) -> None:
@@ -75,9 +79,16 @@ def read_array_block(spec: ArrayReadSpec) -> np.ndarray:
     if spec.info.layout == "compact":
         out, fetched = read_region(None, spec.info, spec.region)
     else:
-        out = blockbuffers.empty([b - a for a, b in spec.region], spec.info.dtype)
         with fs.open(spec.path, "rb", buffering=0) as f:
-            out, fetched = read_region(f, spec.info, spec.region, spec.index, out)
+            mapped = map_region(f, spec.info, spec.region) if spec.memory_map and fs.capabilities.memory_map \
+                else None
+            if mapped is not None:
+                # A view of the page cache: a reduction reads each byte once, from the file's
+                # pages, instead of copying the block into memory first and reading it again.
+                out, fetched = mapped
+            else:
+                out = blockbuffers.empty([b - a for a, b in spec.region], spec.info.dtype)
+                out, fetched = read_region(f, spec.info, spec.region, spec.index, out)
     tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
     attribute_ranges(fs, spec.path, fetched, host, tally)
     emit_event(worker, {

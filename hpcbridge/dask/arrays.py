@@ -226,7 +226,7 @@ def plan_hdf5(url: str, dataset: str, chunks=None, *, partition_size: int | None
 
 def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, client=None,
               storage_options: dict | None = None, partition_size: int | None = None,
-              balance: float | None = DEFAULT_BALANCE, job: str | None = None):
+              balance: float | None = DEFAULT_BALANCE, job: str | None = None, memory_map: bool = True):
     """A ``dask.array.Array`` of HDF5 dataset ``dataset`` in the file at ``url``, on any backend
     (``file://``, ``hdfs://``, ``plfs+file://``, ``plfs+hdfs://``, ...).
 
@@ -254,6 +254,13 @@ def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, cli
         worker.
     job:
         Id of the read tasks in the locality report (default: a fresh id; ``array.job``).
+    memory_map:
+        Where the file system maps files (``capabilities.memory_map``: POSIX), a block that is
+        one contiguous run of the file is a copy-on-write memory map of it instead of a copy
+        (zero-copy: the page cache is read once, by whatever uses the block). Such a block shows
+        the file as it is when first used and, as any memory map (``numpy.memmap``), raises
+        ``SIGBUS`` if another program truncates the file under it: pass ``False`` for files
+        that may be rewritten during the analysis. Other file systems read either way.
 
     Returns
     -------
@@ -274,7 +281,7 @@ def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, cli
                                                   storage_options=storage_options)
     job = job or uuid.uuid4().hex[:12]
     stat = fs.info(path)
-    name = "hdf5-" + tokenize(fs, path, stat.size, stat.mtime, dataset, chunks, job)
+    name = "hdf5-" + tokenize(fs, path, stat.size, stat.mtime, dataset, chunks, job, memory_map)
     keys = list(blocks)
     partitions = []
     for i, blk in enumerate(keys):
@@ -289,7 +296,7 @@ def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, cli
     for i, blk in enumerate(keys):
         region, subset, _, _ = blocks[blk]
         spec = ArrayReadSpec(fs, path, info, region, subset, job, i, partitions[i].primary_host,
-                             tuple(placement.get(i, ())))
+                             tuple(placement.get(i, ())), memory_map=bool(memory_map))
         key = (name, *blk)
         graph[key] = LocalReadTask(key, read_array_block, spec)
     dtype = info.dtype.newbyteorder("=")

@@ -22,7 +22,8 @@ __all__ = ["open_dataset"]
 
 def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: bool = True, client=None,
                  storage_options: dict | None = None, partition_size: int | None = None,
-                 balance: float | None = DEFAULT_BALANCE, job: str | None = None, **decode):
+                 balance: float | None = DEFAULT_BALANCE, job: str | None = None, memory_map: bool = True,
+                 **decode):
     """An ``xarray.Dataset`` of the NetCDF-4 (or HDF5) file at ``url``, on any backend.
 
     Parameters
@@ -36,7 +37,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         variables without a named dimension keep the default), or chunks for every variable
         (anything ``dask.array`` accepts). Default: chunks that follow storage, see
         :func:`~hpcbridge.dask.read_hdf5`.
-    locality, client, storage_options, partition_size, balance:
+    locality, client, storage_options, partition_size, balance, memory_map:
         As for :func:`~hpcbridge.dask.read_hdf5`.
     job:
         Id of all the variables' read tasks in the locality report (the dataset's
@@ -74,7 +75,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                         tuple(chunks.get(d, "auto") for d in var.dims)
                 data = read_hdf5(url, prefix + name, var_chunks, locality=locality, client=client,
                                  storage_options=storage_options, partition_size=partition_size,
-                                 balance=balance, job=job)
+                                 balance=balance, job=job, memory_map=memory_map)
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
     ds.attrs["hpcbridge_job"] = job

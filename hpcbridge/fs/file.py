@@ -198,6 +198,14 @@ class RawFile(io.RawIOBase):
         """Make written data durable (default: nothing beyond ``flush``)."""
         self._check_open()
 
+    def map_range(self, offset: int, length: int) -> memoryview:
+        """The ``length`` bytes at ``offset`` mapped into memory, where the backend's
+        ``capabilities.memory_map`` holds (see :meth:`PosixRawFile.map_range
+        <hpcbridge.fs.posix.PosixRawFile.map_range>`); elsewhere refused."""
+        self._check_access(offset, length)
+        raise io.UnsupportedOperation(f"map_range: {self.url} cannot be mapped into memory "
+                                      f"(capabilities.memory_map is False); read it with preadinto")
+
     def readall(self) -> bytes:
         """Read from the position to the end in one call (io's default reads 8 KiB at a time)."""
         self._check_open()
@@ -324,6 +332,14 @@ class _Positional:
             raise io.UnsupportedOperation(f"preadvinto: {self.url} is open write-only")
         self._flush_writes()
         return self.raw.preadvinto(views, offset)
+
+    def map_range(self, offset: int, length: int) -> memoryview:
+        """The ``length`` bytes at ``offset`` mapped into memory (see the raw file's ``map_range``)."""
+        self._check_open()
+        if not self.readable():
+            raise io.UnsupportedOperation(f"map_range: {self.url} is open write-only")
+        self._flush_writes()
+        return self.raw.map_range(offset, length)
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset`` without moving the file position."""

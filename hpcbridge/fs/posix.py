@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import grp
 import io
+import mmap
 import os
 import pwd
 import shutil
@@ -166,6 +167,32 @@ class PosixRawFile(io.FileIO):
         del buffer[n:]
         return bytes(buffer)
 
+    def map_range(self, offset: int, length: int) -> memoryview:
+        """The ``length`` bytes at ``offset`` mapped into memory: a writable view of a private,
+        copy-on-write ``mmap`` of the file (no read, no copy: pages come from the page cache
+        when first touched; writes to the view stay in this process, the file is unchanged).
+
+        The mapping lives as long as the view or anything derived from it (a numpy array over
+        it). It shows the file as it is when each page is first touched, and, as any mapping
+        (``numpy.memmap``): if another program truncates the file below a page not yet
+        touched, touching it raises ``SIGBUS``. Refused for ranges past the end of the file.
+        """
+        self._check_access(offset, length)
+        if not self.readable():
+            raise io.UnsupportedOperation(f"map_range: {self.url} is open write-only")
+        size = self.size()
+        if offset + length > size:
+            raise ValueError(f"map_range: bytes {offset}..{offset + length} are past the end of {self.url} "
+                             f"({size} bytes)")
+        if length == 0:
+            return memoryview(bytearray())
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        with _errors_named(self.url):
+            mapped = mmap.mmap(self.fileno(), offset + length - start, flags=mmap.MAP_PRIVATE,
+                               prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
+        # The view keeps the mmap alive; the mapping goes (munmap) when the last view does.
+        return memoryview(mapped)[offset - start:]
+
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
         view = readable_bytes(data, self.url)
@@ -214,7 +241,7 @@ class PosixFileSystem(FileSystem):
 
     scheme = "file"
     backend_name = BACKEND
-    capabilities = Capabilities(xattrs=True)
+    capabilities = Capabilities(xattrs=True, memory_map=True)
     # The kernel already reads ahead; a small buffer keeps 256 KiB+ transfers zero-copy.
     buffer_size = 128 << 10
 

@@ -323,6 +323,11 @@ class ReadaheadReader(io.BufferedIOBase):
         self._drop_pending()
         return self.raw.preadvinto(views, offset)
 
+    def map_range(self, offset: int, length: int) -> memoryview:
+        """The raw file's memory map of the range (where ``capabilities.memory_map``)."""
+        self._check_open()
+        return self.raw.map_range(offset, length)
+
     def sync(self) -> None:
         """Nothing to make durable on a read-only file (as on the other backends' readers)."""
         self._check_open()

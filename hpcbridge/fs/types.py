@@ -46,6 +46,9 @@ class Capabilities:
     #: :meth:`~hpcbridge.fs.base.FileSystem.open_collective` opens a file for all ranks of an
     #: MPI job (the MPI layer and the mount ask this, never the backend's class).
     log_structured: bool = False
+    #: Handles map a byte range into memory (``map_range``): reads served from the page cache
+    #: with no copy (POSIX: ``mmap``). Remote and log-structured files: no.
+    memory_map: bool = False
 
     def replace(self, **changes: bool) -> "Capabilities":
         """Return a copy with some capabilities changed (for wrapper backends)."""

@@ -305,6 +305,34 @@ def _read_chunked(f, info: DatasetInfo, index: ChunkIndex, region, out: np.ndarr
     return fetched
 
 
+def map_region(f, info: DatasetInfo, region) -> tuple[np.ndarray, list] | None:
+    """``(array, byte ranges)`` of the hyperslab ``region`` of a contiguous dataset whose bytes
+    are one run in the file, as a view of a memory map of that run (``f.map_range``: no read,
+    no copy; pages come from the page cache when the array is first used).
+
+    ``None`` where mapping does not apply -- the region is several runs, the file cannot be
+    mapped, the run is not where the dataset says (past the end: :func:`read_region` names the
+    error) or its address does not suit the type's alignment -- so the caller reads instead.
+    """
+    if info.layout != "contiguous" or info.address is None or info.dtype.hasobject:
+        return None
+    region = [(int(a), int(b)) for a, b in region]
+    shape = tuple(b - a for a, b in region)
+    if math.prod(shape) == 0:
+        return None
+    starts, run = contiguous_runs(info, region)
+    if len(starts) != 1:
+        return None
+    try:
+        view = f.map_range(int(starts[0]), run)
+    except (OSError, ValueError):  # io.UnsupportedOperation, ENODEV, past the end of the file
+        return None
+    out = np.frombuffer(view, info.dtype).reshape(shape)
+    if not out.flags.aligned:  # numpy would copy unaligned data through a buffer at every use
+        return None
+    return out, [(int(starts[0]), run)]
+
+
 def read_region(f, info: DatasetInfo, region, index: ChunkIndex | None = None,
                 out: np.ndarray | None = None) -> tuple[np.ndarray, list]:
     """``(array, byte ranges read)``: the hyperslab ``region`` (``[(start, stop)]`` per axis) of

@@ -126,6 +126,31 @@ class FileSystemConformance:
                 with pytest.raises(TypeError):
                     f.preadvinto([b"immutable"], 0)
 
+    def test_map_range_where_memory_map(self, fs, root, backdoor):
+        data = _payload(300_000, 11)
+        path = f"{root}/mapped.bin"
+        fs.write_bytes(path, data)
+        for buffering in (0, -1):
+            with fs.open(path, "rb", buffering=buffering) as f:
+                if not fs.capabilities.memory_map:
+                    with pytest.raises(io.UnsupportedOperation, match=re.escape(fs.url(path))):
+                        f.map_range(0, 10)
+                    continue
+                view = f.map_range(70_001, 200_000)  # not page-aligned on purpose
+                assert len(view) == 200_000 and not view.readonly
+                assert bytes(view) == data[70_001:270_001]
+                view[:3] = b"xyz"  # copy-on-write: this process's copy changes, the file does not
+                assert bytes(view[:3]) == b"xyz" and backdoor.read(path) == data
+                assert bytes(f.map_range(299_990, 10)) == data[-10:] and len(f.map_range(5, 0)) == 0
+                with pytest.raises(ValueError, match=re.escape(fs.url(path))):
+                    f.map_range(299_990, 11)  # past the end
+                with pytest.raises(ValueError, match=re.escape(fs.url(path))):
+                    f.map_range(-1, 10)
+        if fs.capabilities.memory_map:
+            with fs.open(f"{root}/write-only.bin", "wb") as f:
+                with pytest.raises(io.UnsupportedOperation, match="write-only"):
+                    f.map_range(0, 0)
+
     def test_pwrite_at_offsets_leaves_zero_holes(self, fs, root, backdoor):
         path = f"{root}/holes.bin"
         if not fs.capabilities.positional_write:

@@ -1,6 +1,8 @@
 """hpcbridge.hdf5 and hpcbridge.dask.read_hdf5 on local backends (file://, plfs+file://), with h5py
 as the oracle: values, chunk indexes, filters, blocks that follow storage, and bad inputs."""
 
+import dataclasses
+import mmap
 import time
 import uuid
 
@@ -10,6 +12,7 @@ import pytest
 h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
 pytest.importorskip("dask.array")
 
+from dask.local import get_sync  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -122,6 +125,69 @@ def test_default_blocks_follow_storage(tmp_path):
     assert all(n % 100 == 0 for n in k.chunks[0][:-1]) and k.chunks[1] == (256,)
     assert max(k.chunks[0]) * 256 * 8 <= 1 << 20
     np.testing.assert_array_equal(k.compute(), data)
+
+
+def _memory_mapped(block) -> bool:
+    """True when ``block``'s memory is a memory map of a file (the base chain ends at one)."""
+    while isinstance(block, np.ndarray) and block.base is not None:
+        block = block.base
+    return isinstance(block, memoryview) and isinstance(block.obj, mmap.mmap)
+
+
+def test_contiguous_blocks_are_memory_maps_of_the_file(tmp_path):
+    """On POSIX a block that is one run of the file is a copy-on-write map of it (zero-copy):
+    same values as a read, writable, writes never reach the file; memory_map=False reads."""
+    path = tmp_path / "m.h5"
+    data = RNG.normal(size=(600, 300))
+    with h5py.File(path, "w") as f:
+        f.create_dataset("c", data=data)
+        f.create_dataset("be", data=data[:100].astype(">f4"))
+    url = f"file://{path}"
+    mapped = hd.read_hdf5(url, "c", partition_size=256 << 10)
+    copied = hd.read_hdf5(url, "c", partition_size=256 << 10, memory_map=False)
+    assert mapped.numblocks[0] > 4 and mapped.name != copied.name
+    for i in (0, mapped.numblocks[0] - 1):
+        # The tasks' own results (compute() of a collection concatenates, a copy).
+        block, again = (get_sync(a.__dask_graph__(), (a.name, i, 0)) for a in (mapped, copied))
+        assert _memory_mapped(block) and not _memory_mapped(again)
+        np.testing.assert_array_equal(block, again)
+        block[:] = -1.0  # private to this array: the file and later reads keep the data
+    np.testing.assert_array_equal(mapped.compute(), data)
+    np.testing.assert_allclose(mapped.sum().compute(), data.sum(), rtol=1e-12)
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["c"][()], data)
+    # A block of several runs (cut along the second axis) is read, correctly.
+    parts = hd.read_hdf5(url, "c", chunks=(600, 100))
+    assert not _memory_mapped(get_sync(parts.__dask_graph__(), (parts.name, 0, 1)))
+    np.testing.assert_array_equal(parts.compute(), data)
+    # Big-endian data is mapped, then swapped to native order.
+    be_array = hd.read_hdf5(url, "be")
+    be = get_sync(be_array.__dask_graph__(), (be_array.name, 0, 0))
+    assert be.dtype == np.dtype("f4") and be.dtype.isnative
+    np.testing.assert_array_equal(be, data[:100].astype("f4"))
+
+
+def test_map_region_declines_what_it_cannot_map(h5file, tmp_path):
+    """map_region maps only one aligned run inside the file; otherwise None (the caller reads)."""
+    path, data = h5file
+    fs = hpcbridge.connect("file://")
+    info, _ = describe(fs, path, "contig")
+    whole = [(0, n) for n in info.shape]
+    with fs.open(path, "rb", buffering=0) as f:
+        out, ranges = h5ds.map_region(f, info, whole)
+        np.testing.assert_array_equal(out, data["contig"])
+        assert ranges == [(info.address, data["contig"].nbytes)] and _memory_mapped(out)
+        assert h5ds.map_region(f, info, [(0, 5), (0, 10), (0, 5)]) is None  # five runs
+        assert h5ds.map_region(f, info, [(0, 0), (0, 33), (0, 5)]) is None  # empty
+        assert h5ds.map_region(f, dataclasses.replace(info, address=info.address + 1), whole) is None  # unaligned
+        past = dataclasses.replace(info, address=fs.info(path).size - 64)
+        assert h5ds.map_region(f, past, whole) is None
+        with pytest.raises(h5ds.HDF5FormatError, match="ends early"):
+            h5ds.read_region(f, past, whole)  # the read path names the problem
+    plfs, target = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/c.h5")
+    copy_file(fs, path, plfs, target)
+    with plfs.open(target, "rb", buffering=0) as f:  # no memory_map capability: declined
+        assert not plfs.capabilities.memory_map and h5ds.map_region(f, info, whole) is None
 
 
 def test_chunk_index_matches_hdf5(h5file):
