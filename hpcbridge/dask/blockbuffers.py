@@ -3,8 +3,9 @@
 A Dask array task returns a fresh block (64 MiB by default) that a reduction reads once and
 drops (blocks that are memory maps of a local file need no memory of their own:
 :func:`hpcbridge.hdf5.map_region`; these are the blocks that must be read). Fresh memory of
-that size comes from ``mmap``: the kernel zero-fills each page on its first touch, which costs as much as reading the bytes from the page cache (here: reading 1 GiB from
-the page cache into one reused buffer 0.10 s, into fresh 16 MiB arrays 0.15 s). So read tasks
+that size comes from ``mmap``: the kernel zero-fills each page on its first touch, which costs
+as much as reading the bytes from the page cache (here: reading 1 GiB from the page cache into
+one reused buffer 0.10 s, into fresh 16 MiB arrays 0.15 s). So read tasks
 take their output from :func:`empty`: when every array viewing a block is gone, its memory goes
 back to a free list and backs the next block of the same size.
 
