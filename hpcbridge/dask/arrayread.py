@@ -22,7 +22,7 @@ from . import blockbuffers
 from .hosts import host_matches
 from .reader import cached_fs, emit_event, worker_host
 
-__all__ = ["ArrayReadSpec", "read_array_block", "attribute_ranges"]
+__all__ = ["ArrayReadSpec", "read_array_block", "attribute_ranges", "BlockSource", "read_source_block"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,3 +100,31 @@ def read_array_block(spec: ArrayReadSpec) -> np.ndarray:
     if not out.dtype.isnative:
         out = out.astype(out.dtype.newbyteorder("="))
     return out
+
+
+class BlockSource:
+    """The read specs of an array's blocks, seen as an array for ``dask.array.from_array``.
+
+    Used where no block is restricted to workers (no distributed client, or locality off):
+    ``from_array`` makes a blockwise layer, which Dask fuses with the blockwise step consuming
+    each block (a sum's per-block step, an elementwise operation), so a reduction runs half the
+    tasks. Indexing with a block's slices runs :func:`read_array_block` for that block; one
+    source serves every block (``from_array`` keeps it as one key, not one copy per task).
+    """
+
+    def __init__(self, specs: list[ArrayReadSpec], shape: tuple[int, ...], dtype: np.dtype):
+        self.specs = {spec.region: spec for spec in specs}
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+
+    def read(self, slices) -> np.ndarray:
+        """The block whose slices these are."""
+        region = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(slices, self.shape))
+        return read_array_block(self.specs[region])
+
+
+def read_source_block(source: BlockSource, slices) -> np.ndarray:
+    """The getter of a :class:`BlockSource` layer. Not one of Dask's getters on purpose: Dask
+    folds later slicing (``x[::3]``) into those, and a block must be read whole."""
+    return source.read(slices)

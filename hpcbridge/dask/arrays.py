@@ -5,7 +5,9 @@ index), cuts it into Dask blocks that follow its storage, computes for every blo
 storing the bytes it will read (block locations of the file: HDFS blocks, PLFS data logs, POSIX
 layouts), restricts each read task softly to the workers on those hosts (the
 :class:`~hpcbridge.dask.scheduling.LocalityPlugin`), and reads with
-:func:`~hpcbridge.dask.arrayread.read_array_block`, which reports what it actually read.
+:func:`~hpcbridge.dask.arrayread.read_array_block`, which reports what it actually read. Where
+no block is restricted (no client, locality off) the blocks are a blockwise layer instead
+(:class:`~hpcbridge.dask.arrayread.BlockSource`), which Dask fuses with what consumes them.
 
 Default blocks:
 
@@ -28,7 +30,7 @@ import numpy as np
 from ..fs.api import url_to_fs
 from ..hdf5 import ChunkIndex, describe
 from ..hdf5.dataset import contiguous_runs
-from .arrayread import ArrayReadSpec, read_array_block
+from .arrayread import ArrayReadSpec, BlockSource, read_array_block, read_source_block
 from .hosts import placement_blocks
 from .partitions import Chunk, Partition
 from .report import LocalityReport, collect_report
@@ -292,16 +294,23 @@ def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, cli
     client = current_client(client)
     if locality and client is not None and ensure_plugin(client):
         placement = locality_plan(partitions, worker_hosts(client), url, balance=balance)
-    graph = {}
+    specs = []
     for i, blk in enumerate(keys):
         region, subset, _, _ = blocks[blk]
-        spec = ArrayReadSpec(fs, path, info, region, subset, job, i, partitions[i].primary_host,
-                             tuple(placement.get(i, ())), memory_map=bool(memory_map))
-        key = (name, *blk)
-        graph[key] = LocalReadTask(key, read_array_block, spec)
+        specs.append(ArrayReadSpec(fs, path, info, region, subset, job, i, partitions[i].primary_host,
+                                   tuple(placement.get(i, ())), memory_map=bool(memory_map)))
     dtype = info.dtype.newbyteorder("=")
-    array = da.Array(HighLevelGraph.from_collections(name, graph, dependencies=()), name, chunks, dtype=dtype,
-                     meta=np.empty((0,) * len(info.shape), dtype))
+    meta = np.empty((0,) * len(info.shape), dtype)
+    if placement:
+        # Read tasks of their own (LocalReadTask is never fused), whose specs name the workers
+        # the scheduler plugin restricts them to.
+        graph = {(name, *blk): LocalReadTask((name, *blk), read_array_block, spec) for blk, spec in zip(keys, specs)}
+        array = da.Array(HighLevelGraph.from_collections(name, graph, dependencies=()), name, chunks, dtype=dtype,
+                         meta=meta)
+    else:
+        # Nothing to restrict: a blockwise layer, fused with whatever consumes each block.
+        array = da.from_array(BlockSource(specs, info.shape, dtype), chunks=chunks, name=name, asarray=False,
+                              lock=False, meta=meta, getitem=read_source_block)
     array.job, array.placement = job, placement
     return array
 

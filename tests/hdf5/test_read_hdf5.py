@@ -12,6 +12,7 @@ import pytest
 h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
 pytest.importorskip("dask.array")
 
+import dask.base  # noqa: E402
 from dask.local import get_sync  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -165,6 +166,19 @@ def test_contiguous_blocks_are_memory_maps_of_the_file(tmp_path):
     be = get_sync(be_array.__dask_graph__(), (be_array.name, 0, 0))
     assert be.dtype == np.dtype("f4") and be.dtype.isnative
     np.testing.assert_array_equal(be, data[:100].astype("f4"))
+
+
+def test_blocks_fuse_with_their_consumer_where_nothing_is_placed(h5file):
+    """Without a locality plan the read tasks are a blockwise layer: a sum's per-block step runs
+    in the read's task (one task per block, not two); later slicing is not folded into reads."""
+    path, data = h5file
+    arr = hd.read_hdf5(f"file://{path}", "contig", chunks=(20, 33, 5))
+    assert arr.placement == {} and arr.numblocks[0] == 13
+    total = arr.sum()
+    graph = dask.base.collections_to_expr([total], optimize_graph=True).__dask_graph__()
+    assert not [k for k in graph if isinstance(k, tuple) and k[0] == arr.name], "the reads were not fused"
+    np.testing.assert_allclose(total.compute(), data["contig"].sum(), rtol=1e-12)
+    np.testing.assert_array_equal(arr[::7, 1::4].compute(), data["contig"][::7, 1::4])
 
 
 def test_map_region_declines_what_it_cannot_map(h5file, tmp_path):
