@@ -38,7 +38,8 @@ from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_p
 
 __all__ = ["read_hdf5", "array_report", "plan_hdf5", "ARRAY_PARTITION_SIZE"]
 
-#: Default target bytes (in memory) of an array block. Blocks come from recycled memory
+#: Default target bytes (in memory) of an array block. Blocks read into memory (not mapped:
+#: see ``memory_map``) come from recycled memory
 #: (:mod:`hpcbridge.dask.blockbuffers`), so a larger block costs no fresh page faults and fewer
 #: tasks cost less scheduling. A sum over a page-cached 1 GiB POSIX dataset with 2 Dask threads,
 #: as a fraction of the raw read, in one interleaved run: 32 / 64 / 128 MiB blocks 0.67 / 0.71 /
