@@ -173,9 +173,10 @@ class PosixRawFile(io.FileIO):
         when first touched; writes to the view stay in this process, the file is unchanged).
 
         The mapping lives as long as the view or anything derived from it (a numpy array over
-        it). It shows the file as it is when each page is first touched, and, as any mapping
-        (``numpy.memmap``): if another program truncates the file below a page not yet
-        touched, touching it raises ``SIGBUS``. Refused for ranges past the end of the file.
+        it) and holds no file descriptor. It shows the file as it is when each page is first
+        touched, and, as any mapping (``numpy.memmap``): if another program truncates the file,
+        touching a page past the new end (one this process has not written to) raises
+        ``SIGBUS``. Refused for ranges past the end of the file.
         """
         self._check_access(offset, length)
         if not self.readable():
@@ -188,10 +189,7 @@ class PosixRawFile(io.FileIO):
             return memoryview(bytearray())
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
         with _errors_named(self.url):
-            mapped = mmap.mmap(self.fileno(), offset + length - start, flags=mmap.MAP_PRIVATE,
-                               prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
-        # The view keeps the mmap alive; the mapping goes (munmap) when the last view does.
-        return memoryview(mapped)[offset - start:]
+            return _map_private(self.fileno(), start, offset + length - start)[offset - start:]
 
     def pwrite(self, data, offset: int) -> int:
         """Write all of ``data`` at ``offset``."""
@@ -212,6 +210,39 @@ class PosixRawFile(io.FileIO):
         """``fsync`` the descriptor."""
         with _errors_named(self.url):
             os.fsync(self.fileno())
+
+
+@lru_cache(maxsize=1)
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64)
+    libc.munmap.restype = ctypes.c_int
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
+
+
+def _map_private(fd: int, offset: int, length: int) -> memoryview:
+    """A writable view of a private (copy-on-write) mapping of ``length`` bytes of ``fd`` at
+    ``offset`` (a multiple of the allocation granularity), unmapped when the last view goes.
+
+    ``mmap(2)`` by ctypes, not :class:`mmap.mmap`: that one keeps a duplicate of the descriptor
+    open for the mapping's life (before Python 3.13's ``trackfd``), so a process holding many
+    mapped array blocks (a persisted Dask array) would run out of descriptors.
+    """
+    import ctypes
+    import weakref
+
+    libc = _libc()
+    address = libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, offset)
+    if address is None or address == ctypes.c_void_p(-1).value:  # MAP_FAILED
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    region = (ctypes.c_ubyte * length).from_address(address)
+    weakref.finalize(region, libc.munmap, address, length)
+    return memoryview(region).cast("B")
 
 
 def _raw_mode_string(mode: OpenMode) -> str:

@@ -39,3 +39,31 @@ class TestPosixConformance(FileSystemConformance):
 TestPosixStateful = state_machine_for(
     lambda: (hpcbridge.connect("file:///"), tempfile.mkdtemp(prefix="hpcbridge-stateful-"))
 ).TestCase
+
+
+def _maps_of(path: str) -> int:
+    """How many mappings of ``path`` this process has (/proc/self/maps)."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for line in maps if line.rstrip().endswith(" " + path))
+
+
+def test_map_range_holds_no_descriptor_and_unmaps_with_its_last_view(tmp_path):
+    """Mapped array blocks of a persisted Dask array may be many: each must not keep a file
+    descriptor open (Python's mmap.mmap does, before 3.13), and the mapping must go with the
+    last view of it -- the kernel's own tables are the oracle."""
+    path = str(tmp_path / "m.bin")
+    data = os.urandom(3 * 65536 + 17)
+    with open(path, "wb") as f:
+        f.write(data)
+    fs = hpcbridge.connect("file://")
+    descriptors = len(os.listdir("/proc/self/fd"))
+    with fs.open(path, "rb", buffering=0) as f:
+        views = [f.map_range(i * 1000, 65536 * 2) for i in range(60)]
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # the handle is closed, 60 maps live
+    assert _maps_of(os.path.realpath(path)) == 60
+    assert all(bytes(v) == data[i * 1000:i * 1000 + 131072] for i, v in enumerate(views))
+    child = views[7][5:9]  # a derived view keeps its mapping
+    del views
+    assert _maps_of(os.path.realpath(path)) == 1 and bytes(child) == data[7005:7009]
+    del child
+    assert _maps_of(os.path.realpath(path)) == 0

@@ -2,7 +2,7 @@
 as the oracle: values, chunk indexes, filters, blocks that follow storage, and bad inputs."""
 
 import dataclasses
-import mmap
+import os
 import time
 import uuid
 
@@ -128,11 +128,17 @@ def test_default_blocks_follow_storage(tmp_path):
     np.testing.assert_array_equal(k.compute(), data)
 
 
-def _memory_mapped(block) -> bool:
-    """True when ``block``'s memory is a memory map of a file (the base chain ends at one)."""
-    while isinstance(block, np.ndarray) and block.base is not None:
-        block = block.base
-    return isinstance(block, memoryview) and isinstance(block.obj, mmap.mmap)
+def _mapped_file(block) -> str | None:
+    """The file the kernel maps ``block``'s first byte from (/proc/self/maps), None if anonymous."""
+    address = block.__array_interface__["data"][0]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                name = fields[5].strip() if len(fields) == 6 else ""
+                return name if name.startswith("/") else None
+    raise AssertionError(f"address {address:#x} is not mapped")
 
 
 def test_contiguous_blocks_are_memory_maps_of_the_file(tmp_path):
@@ -150,7 +156,7 @@ def test_contiguous_blocks_are_memory_maps_of_the_file(tmp_path):
     for i in (0, mapped.numblocks[0] - 1):
         # The tasks' own results (compute() of a collection concatenates, a copy).
         block, again = (get_sync(a.__dask_graph__(), (a.name, i, 0)) for a in (mapped, copied))
-        assert _memory_mapped(block) and not _memory_mapped(again)
+        assert _mapped_file(block) == os.path.realpath(path) and _mapped_file(again) is None
         np.testing.assert_array_equal(block, again)
         block[:] = -1.0  # private to this array: the file and later reads keep the data
     np.testing.assert_array_equal(mapped.compute(), data)
@@ -159,7 +165,7 @@ def test_contiguous_blocks_are_memory_maps_of_the_file(tmp_path):
         np.testing.assert_array_equal(f["c"][()], data)
     # A block of several runs (cut along the second axis) is read, correctly.
     parts = hd.read_hdf5(url, "c", chunks=(600, 100))
-    assert not _memory_mapped(get_sync(parts.__dask_graph__(), (parts.name, 0, 1)))
+    assert _mapped_file(get_sync(parts.__dask_graph__(), (parts.name, 0, 1))) is None
     np.testing.assert_array_equal(parts.compute(), data)
     # Big-endian data is mapped, then swapped to native order.
     be_array = hd.read_hdf5(url, "be")
@@ -190,7 +196,7 @@ def test_map_region_declines_what_it_cannot_map(h5file, tmp_path):
     with fs.open(path, "rb", buffering=0) as f:
         out, ranges = h5ds.map_region(f, info, whole)
         np.testing.assert_array_equal(out, data["contig"])
-        assert ranges == [(info.address, data["contig"].nbytes)] and _memory_mapped(out)
+        assert ranges == [(info.address, data["contig"].nbytes)] and _mapped_file(out) == os.path.realpath(path)
         assert h5ds.map_region(f, info, [(0, 5), (0, 10), (0, 5)]) is None  # five runs
         assert h5ds.map_region(f, info, [(0, 0), (0, 33), (0, 5)]) is None  # empty
         assert h5ds.map_region(f, dataclasses.replace(info, address=info.address + 1), whole) is None  # unaligned
