@@ -47,6 +47,9 @@ def add_dask_parser(add) -> None:
     p.add_argument("--variable", default=None, help="flash: the variable to histogram (default dens)")
     p.add_argument("--bins", type=int, default=20, help="flash: histogram bins (default 20)")
     p.add_argument("--plot", metavar="PNG", default=None, help="flash: write the histogram as a PNG")
+    p.add_argument("--no-memory-map", dest="memory_map", action="store_false",
+                   help="flash: read a local checkpoint into memory instead of mapping it (for a file that may be "
+                        "rewritten while the job runs)")
 
 
 @contextlib.contextmanager
@@ -113,7 +116,7 @@ def cmd_dask(args) -> object:
                                  "checkpoint's storage)")
             result = hd.flash_stats(args.url, histogram=args.variable, bins=args.bins, client=client,
                                     locality=args.locality, partition_size=args.partition_size,
-                                    storage_options=options)
+                                    storage_options=options, memory_map=args.memory_map)
         else:
             result = hd.dummy_read(args.url, **common)
     if args.job == "wordcount":

@@ -62,7 +62,7 @@ def _label(name: str) -> str:
 def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str | None = None, bins: int = 50,
                 client=None, locality: bool = True, balance: float | None = DEFAULT_BALANCE,
                 partition_size: int | None = None, storage_options: dict | None = None,
-                job: str | None = None) -> JobResult:
+                job: str | None = None, memory_map: bool = True) -> JobResult:
     """Per-variable min / max / mean and a histogram of one variable of a FLASH checkpoint.
 
     Parameters
@@ -76,6 +76,9 @@ def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str 
         The variable to histogram (default: ``dens`` if present, else the first).
     bins:
         Equal-width bins between the variable's min and max.
+    client, locality, balance, partition_size, storage_options, job, memory_map:
+        As for :func:`~hpcbridge.dask.read_hdf5` (``memory_map=False`` for a checkpoint that may
+        be rewritten while the job runs).
 
     Returns
     -------
@@ -104,7 +107,7 @@ def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str 
     target = by_label.get(target, target)
     job = job or uuid.uuid4().hex[:12]
     arrays = {n: read_hdf5(url, n, locality=locality, client=client, storage_options=storage_options,
-                           partition_size=partition_size, balance=balance, job=job) for n in names}
+                           partition_size=partition_size, balance=balance, job=job, memory_map=memory_map) for n in names}
     stats = []
     for a in arrays.values():
         stats += [a.min(), a.max(), a.mean()]
@@ -116,7 +119,7 @@ def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str 
         hist_array = arrays[target]
     else:
         hist_array = read_hdf5(url, target, locality=locality, client=client, storage_options=storage_options,
-                               partition_size=partition_size, balance=balance, job=job)
+                               partition_size=partition_size, balance=balance, job=job, memory_map=memory_map)
     counts, edges = da.histogram(hist_array, bins=bins, range=_range(lo, hi))
     (counts,) = _compute(client, counts)
     first = next(iter(arrays.values()))

@@ -15,6 +15,7 @@ pytest.importorskip("dask.array")
 
 import hpcbridge  # noqa: E402
 import hpcbridge.dask as hd  # noqa: E402
+import hpcbridge.dask.arrays as hd_arrays  # noqa: E402
 from hpcbridge.cli.main import main  # noqa: E402
 from hpcbridge.fs.transfer import copy_file  # noqa: E402
 from hpcbridge.hdf5 import DatasetNotFoundError, NotHDF5Error  # noqa: E402
@@ -92,6 +93,13 @@ def test_cli_flash_json_text_and_plot(checkpoint, tmp_path, capsys, monkeypatch)
     text = capsys.readouterr().out
     assert "flash statistics of " + url in text and "histogram of temp" in text and "locality of job" in text
     assert "locality off" in text
+    # --no-memory-map reaches every read_hdf5 of the job; the statistics are the same
+    seen = []
+    real = hd_arrays.read_hdf5
+    monkeypatch.setattr(hd_arrays, "read_hdf5", lambda *a, **kw: seen.append(kw["memory_map"]) or real(*a, **kw))
+    assert main(["dask", "flash", url, "--no-memory-map", "--bins", "50", "--json"]) in (0, None)
+    check(json.loads(capsys.readouterr().out)["value"], checkpoint)
+    assert seen and not any(seen)
 
 
 def test_flash_bad_inputs(checkpoint, tmp_path):
