@@ -3,8 +3,8 @@
 :func:`read_array_block` runs inside a Dask task: it opens the file through hpcbridge, reads the
 block's bytes (:func:`hpcbridge.hdf5.read_region`: one read per contiguous run straight into the
 output, or the block's stored chunks, decoded; or, where the block is one run of a file the file
-system maps, :func:`hpcbridge.hdf5.map_region`: no read at all), and reports the bytes it fetched per serving
-host, as the record readers do (:mod:`hpcbridge.dask.reader`), so the job's
+system maps, :func:`hpcbridge.hdf5.map_region`: no read at all), and reports the bytes it
+fetched per serving host, as the record readers do (:mod:`hpcbridge.dask.reader`), so the job's
 :class:`~hpcbridge.dask.report.LocalityReport` is measured, not planned.
 """
 
@@ -108,8 +108,8 @@ class BlockSource:
     Used where no block is restricted to workers (no distributed client, or locality off):
     ``from_array`` makes a blockwise layer, which Dask fuses with the blockwise step consuming
     each block (a sum's per-block step, an elementwise operation), so a reduction runs half the
-    tasks. Indexing with a block's slices runs :func:`read_array_block` for that block; one
-    source serves every block (``from_array`` keeps it as one key, not one copy per task).
+    tasks. :func:`read_source_block` with a block's slices runs :func:`read_array_block` for
+    that block; one source serves every block (one key, not one copy per task).
     """
 
     def __init__(self, specs: list[ArrayReadSpec], shape: tuple[int, ...], dtype: np.dtype):
