@@ -108,7 +108,9 @@ class _AppendLog:
     def append(self, view) -> None:
         """Append ``view``: buffered when small, written through when large."""
         size = len(self._buffer)
-        if self._fill + len(view) <= size:
+        # A write that would fill an empty buffer exactly (the 1 MiB transfers of checkpoints
+        # and of the mount) is written through: copying it into the buffer first buys nothing.
+        if self._fill + len(view) <= size and (self._fill or len(view) < size):
             self._buffer[self._fill:self._fill + len(view)] = view
             self._fill += len(view)
             if self._fill == size:
