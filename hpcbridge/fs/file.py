@@ -118,6 +118,8 @@ def check_range(offset: int, length: int, url: str, length_name: str = "length")
 def writable_bytes(buffer, url: str) -> memoryview:
     """``buffer`` as a writable memoryview of bytes, for a read into it; TypeError naming ``url``
     for anything else (an immutable ``bytes``, a non-buffer)."""
+    if type(buffer) is memoryview and buffer.format == "B" and buffer.ndim == 1 and not buffer.readonly:
+        return buffer  # already one: scatter reads check every piece of every call
     try:
         view = memoryview(buffer)
     except TypeError:

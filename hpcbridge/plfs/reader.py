@@ -124,15 +124,20 @@ def _runs(pieces, offset: int) -> list[_Run]:
     table = np.array(pieces, dtype=np.int64).reshape(-1, 4)
     logical, length, physical, writer = table.T
     starts, lengths, block_of = merge_ranges(physical, length, keys=writer, return_blocks=True)
-    runs = [_Run(0, start, n, []) for start, n in zip(starts.tolist(), lengths.tolist())]
-    blocks = block_of.tolist()
-    for i in np.lexsort((physical, writer)).tolist():  # each run's segments in physical order
-        if blocks[i] < 0:
-            continue  # an empty piece: nothing to read
-        run = runs[blocks[i]]
-        run.writer = int(writer[i])
-        run.segments.append((int(logical[i]) - offset, int(length[i])))
-    return runs
+    # In (writer, physical) order the pieces of one run are consecutive: cut that order where
+    # the run changes, with no Python step per piece (a 16 MiB read of an N-1 file has hundreds).
+    order = np.lexsort((physical, writer))
+    order = order[block_of[order] >= 0]  # empty pieces: nothing to read
+    if not len(order):
+        return []
+    blocks = block_of[order]
+    segments = np.stack((logical[order] - offset, length[order]), axis=1).tolist()
+    bounds = [0, *(np.flatnonzero(blocks[1:] != blocks[:-1]) + 1).tolist(), len(order)]
+    firsts = bounds[:-1]
+    run_writers, run_blocks = writer[order[firsts]].tolist(), blocks[firsts].tolist()
+    starts, lengths = starts.tolist(), lengths.tolist()
+    return [_Run(w, starts[b], lengths[b], segments[a:z])
+            for w, b, a, z in zip(run_writers, run_blocks, firsts, bounds[1:])]
 
 
 class _Parts:
@@ -398,7 +403,10 @@ class PlfsReader:
         else:
             a_search = a
         verified = self._verified
-        for start, end, expected, row in self.index.checks.touching(writer, a_search, b):
+        records = self.index.checks.touching(writer, a_search, b)
+        if state is None and self._verify_tiled(writer, a, records, parts.parts):
+            return
+        for start, end, expected, row in records:
             if start < a_search:
                 continue  # began before this read, which cannot check it
             key = (writer, start)
@@ -411,6 +419,26 @@ class PlfsReader:
                     self._corrupt(row)
             else:
                 self._check_or_carry(writer, start, end, expected, row, b, parts.crc(start - a, b - a, 0))
+
+    def _verify_tiled(self, writer: int, a: int, records: list, parts: list) -> bool:
+        """Check ``records`` against ``parts`` (bytes from ``a`` in ``writer``'s log) if each
+        record is exactly one part, in order (a whole-file read of pieces that were written one
+        write, one record each): one CRC call per part, none of the general path's bookkeeping.
+        False (nothing checked) if they do not line up so."""
+        if len(records) != len(parts):
+            return False
+        position = a
+        for (start, end, _, _), part in zip(records, parts):
+            if start != position or end - start != len(part):
+                return False
+            position = end
+        verified = self._verified
+        for (start, _, expected, row), part in zip(records, parts):
+            if data_crc(part) == expected:
+                verified.add((writer, start))
+            else:
+                self._corrupt(row)
+        return True
 
     def _verify_piece(self, writer: int, a: int, part) -> None:
         """:meth:`_verify_run` of one buffer at ``a`` in ``writer``'s log. The common case, a

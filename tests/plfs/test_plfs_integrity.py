@@ -279,6 +279,29 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
 
 
+def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
+    # Writers interleaved write by write in one process: no record merges, so a whole-file
+    # read checks one record per piece (the reader's one-CRC-per-piece path).
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    size, writers, pieces = 5000, 2, 900  # 4.5 MB: both the small and the large read paths
+    handles = [fs.open_writer(path) for _ in range(writers)]
+    for k in range(pieces * writers):
+        handles[k % writers].pwrite(bytes([k % 251 + 1]) * size, k * size)
+    for h in handles:
+        h.close()
+    expected = b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+    assert fs.read_bytes(path) == expected
+    data_log = _flip_a_data_byte(fs, path, at=3 * size + 17)  # the 4th piece of the first writer
+    with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {3 * size}..{4 * size} "):
+        fs.read_bytes(path)
+    skipping = hpcbridge.connect("plfs+file:///", on_corruption="skip")
+    with pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        data = skipping.read_bytes(path)
+    damaged = [i for i in range(0, len(expected), size) if data[i:i + size] != expected[i:i + size]]
+    assert len(damaged) == 1 and data[damaged[0]:damaged[0] + size] == bytes(size)
+
+
 def test_checksums_can_be_switched_off_for_measurements(tmp_path, capsys):
     fs = hpcbridge.connect("plfs+file:///", checksums=False)
     path = f"{tmp_path}/ck"
