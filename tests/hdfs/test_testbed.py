@@ -72,7 +72,11 @@ def test_start_retries_when_a_port_is_taken_before_the_jvm_binds_it(tmp_path, mo
     try:
         info = cluster.up()
         assert cluster.live_datanodes() == 1 and info.datanodes[0].xfer_port != taken.getsockname()[1]
-        assert calls.count("127.0.0.2") == 6  # two plans: the failed one and the retry
+        # At least two plans of three DataNode ports: the failed one and a retry. A third is
+        # allowed: up() retries twice, and another port race on a busy machine may use one (CI
+        # saw 9 calls once).
+        plans, rest = divmod(calls.count("127.0.0.2"), 3)
+        assert plans >= 2 and rest == 0
     finally:
         cluster.down()
         taken.close()
