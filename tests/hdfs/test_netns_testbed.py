@@ -159,16 +159,24 @@ def test_the_emulated_cluster_example_measures_locality_in_link_bytes_and_second
     once; everything it made is gone afterwards."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     before = set(leftover_names())
-    done = subprocess.run([sys.executable, os.path.join(root, "examples", "emulated_cluster.py"), "--size", "24M",
-                           "--link-rate", "40mbit", "--repetitions", "1"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    out = done.stdout
-    runs = {m.group(1): (float(m.group(2)), float(m.group(3)), m.group(4))
-            for m in re.finditer(r"grep, locality (on|off): ([0-9.]+) s, ([0-9.]+) MiB crossed the hosts' links, "
-                                 r"same counts as a serial grep: (\w+)", out)}
-    assert set(runs) == {"on", "off"} and all(r[2] == "True" for r in runs.values()), out
-    (t_off, crossed_off, _), (t_on, crossed_on, _) = runs["off"], runs["on"]
-    assert crossed_off > 5 and crossed_on < 0.05 * crossed_off, out  # 24 MiB: about two thirds cross without
+    # Without locality Dask places the six read tasks by the order its workers registered, which
+    # once put every task on its block's host (nothing crossed, so nothing to compare): such a
+    # run is repeated, at most twice. Every run must count right and keep locality-on local.
+    command = [sys.executable, os.path.join(root, "examples", "emulated_cluster.py"), "--size", "24M",
+               "--link-rate", "40mbit", "--repetitions", "1"]
+    for _ in range(3):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        out = done.stdout
+        runs = {m.group(1): (float(m.group(2)), float(m.group(3)), m.group(4))
+                for m in re.finditer(r"grep, locality (on|off): ([0-9.]+) s, ([0-9.]+) MiB crossed the hosts' "
+                                     r"links, same counts as a serial grep: (\w+)", out)}
+        assert set(runs) == {"on", "off"} and all(r[2] == "True" for r in runs.values()), out
+        (t_off, crossed_off, _), (t_on, crossed_on, _) = runs["off"], runs["on"]
+        assert crossed_on < 0.05 * 24, out  # 24 MiB read, none of it over the links
+        if crossed_off > 5:  # 24 MiB: about two thirds cross without locality
+            break
+    assert crossed_off > 5 and crossed_on < 0.05 * crossed_off, out
     assert t_on < t_off, out
     assert "100.0% local" in out.split("locality on")[1] and "emulated cluster stopped" in out
     assert not set(leftover_names()) - before
