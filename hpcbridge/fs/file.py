@@ -119,7 +119,7 @@ def writable_bytes(buffer, url: str) -> memoryview:
     """``buffer`` as a writable memoryview of bytes, for a read into it; TypeError naming ``url``
     for anything else (an immutable ``bytes``, a non-buffer)."""
     if type(buffer) is memoryview and buffer.format == "B" and buffer.ndim == 1 and not buffer.readonly:
-        return buffer  # already one: scatter reads check every piece of every call
+        return buffer  # as is: scatter reads pass every piece of every call through here
     try:
         view = memoryview(buffer)
     except TypeError:

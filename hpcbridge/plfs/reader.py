@@ -403,42 +403,16 @@ class PlfsReader:
         else:
             a_search = a
         verified = self._verified
-        records = self.index.checks.touching(writer, a_search, b)
-        if state is None and self._verify_tiled(writer, a, records, parts.parts):
-            return
-        for start, end, expected, row in records:
+        for start, end, expected, row in self.index.checks.touching(writer, a_search, b):
             if start < a_search:
                 continue  # began before this read, which cannot check it
             key = (writer, start)
             if key in verified:
                 continue
             if end <= b:  # the whole record in this read (every record but the last of a large read)
-                if parts.crc(start - a, end - a, 0) == expected:
-                    verified.add(key)
-                else:
-                    self._corrupt(row)
+                self._settle(key, parts.crc(start - a, end - a, 0), expected, row)
             else:
                 self._check_or_carry(writer, start, end, expected, row, b, parts.crc(start - a, b - a, 0))
-
-    def _verify_tiled(self, writer: int, a: int, records: list, parts: list) -> bool:
-        """Check ``records`` against ``parts`` (bytes from ``a`` in ``writer``'s log) if each
-        record is exactly one part, in order (a whole-file read of pieces that were written one
-        write, one record each): one CRC call per part, none of the general path's bookkeeping.
-        False (nothing checked) if they do not line up so."""
-        if len(records) != len(parts):
-            return False
-        position = a
-        for (start, end, _, _), part in zip(records, parts):
-            if start != position or end - start != len(part):
-                return False
-            position = end
-        verified = self._verified
-        for (start, _, expected, row), part in zip(records, parts):
-            if data_crc(part) == expected:
-                verified.add((writer, start))
-            else:
-                self._corrupt(row)
-        return True
 
     def _verify_piece(self, writer: int, a: int, part) -> None:
         """:meth:`_verify_run` of one buffer at ``a`` in ``writer``'s log. The common case, a
@@ -471,10 +445,8 @@ class PlfsReader:
                     self._partial.pop((writer, stale), None)
                 self._partial[(writer, hi)] = (start, end, expected, row, crc)
                 self._carried[(writer, start)] = hi
-        elif crc == expected:
-            self._verified.add((writer, start))
         else:
-            self._corrupt(row)
+            self._settle((writer, start), crc, expected, row)
 
     def _verify_touched(self, runs: list[_Run]) -> None:
         """``verify="always"``: fetch and check every record a read touches, once per reader."""
@@ -485,10 +457,14 @@ class PlfsReader:
                     continue
                 whole = memoryview(bytearray(end - start))
                 self._read_into(run.writer, start, [whole])
-                if data_crc(whole) == expected:
-                    self._verified.add(key)
-                else:
-                    self._corrupt(row)
+                self._settle(key, data_crc(whole), expected, row)
+
+    def _settle(self, key: tuple[int, int], crc: int, expected: int, row: int) -> None:
+        """A whole record summed: remember it as verified, or report it corrupt."""
+        if crc == expected:
+            self._verified.add(key)
+        else:
+            self._corrupt(row)
 
     def _corrupt(self, row: int) -> None:
         """A record's data failed its checksum: raise, or (skip) remember to read it as zeros."""

@@ -281,7 +281,7 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
 
 def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     # Writers interleaved write by write in one process: no record merges, so a whole-file
-    # read checks one record per piece (the reader's one-CRC-per-piece path).
+    # read checks one record per piece, hundreds per run.
     fs = plfs()
     path = f"{tmp_path}/ck"
     size, writers, pieces = 5000, 2, 900  # 4.5 MB: both the small and the large read paths
