@@ -394,6 +394,14 @@ class BufferedReader(_Positional, io.BufferedReader):
             raise ValueError(f"I/O operation on closed file {self.url}")
         return self.raw.preadinto(buffer, offset)
 
+    def preadvinto(self, buffers, offset: int) -> int:
+        """Scatter read of consecutive bytes at ``offset`` into ``buffers`` (see RawFile); as
+        :meth:`preadinto`, straight to the raw file, which checks them (a PLFS run of a large
+        read passes hundreds of buffers)."""
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.url}")
+        return self.raw.preadvinto(buffers, offset)
+
     def write(self, data) -> int:
         """Refused: the file is read-only."""
         raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")

@@ -169,6 +169,23 @@ class Checks:
     def __len__(self) -> int:
         return len(self.table)
 
+    def of(self, writer: int) -> tuple[list, list, list, int] | None:
+        """``(starts, ends, crcs, first row)`` of ``writer``'s checksummed ranges, in physical
+        order (sorted lists; ranges of one log do not overlap, so ``ends`` is sorted too)."""
+        return self._by_writer.get(writer)
+
+    def exact(self, writer: int, start: int, end: int) -> tuple[int, int] | None:
+        """``(crc, row)`` of the checksummed range of ``writer`` that is exactly ``[start, end)``
+        (a read of one whole record), else None."""
+        entry = self._by_writer.get(writer)
+        if entry is None:
+            return None
+        starts, ends, crcs, base = entry
+        i = bisect.bisect_left(starts, start)
+        if i < len(starts) and starts[i] == start and ends[i] == end:
+            return crcs[i], base + i
+        return None
+
     def touching(self, writer: int, start: int, end: int) -> list[tuple[int, int, int, int]]:
         """``(start, end, crc, row)`` of the checksummed ranges of ``writer`` that overlap
         ``[start, end)``, in physical order (``row``: the range's row in :attr:`table`)."""
@@ -213,6 +230,33 @@ class GlobalIndex:
         if len(self.runs["logical"]) <= 64:
             self._rows = list(zip(*(self.runs[k].tolist() for k in
                                     ("logical", "length", "physical", "stride", "count", "writer"))))
+
+    def piece_of(self, start: int, end: int) -> tuple[int, int] | None:
+        """``(physical, writer)`` when one piece holds all of ``[start, end)`` (a read of one
+        object of a strided pattern), else None (several pieces, a hole, or many runs: use
+        :meth:`lookup_list`).
+
+        The run of the last hit is tried first, then the ones after it: reading a strided N-1
+        file object by object visits the writers' runs in turn.
+        """
+        rows = self._rows
+        if not rows or end <= start:
+            return None
+        count = len(rows)
+        first = self._hint
+        for step in range(count):
+            j = first + step
+            if j >= count:
+                j -= count
+            L, ln, P, st, ct, w = rows[j]
+            if start < L:
+                continue
+            k = (start - L) // st if st else 0
+            lo = L + k * st
+            if k < ct and end <= lo + ln:
+                self._hint = j
+                return P + k * ln + (start - lo), w
+        return None
 
     def lookup_list(self, start: int, end: int) -> list[tuple[int, int, int, int]]:
         """Pieces intersecting ``[start, end)`` as ``(logical, length, physical, writer)`` tuples,

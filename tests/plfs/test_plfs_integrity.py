@@ -279,6 +279,29 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
 
 
+@pytest.mark.parametrize("group", [3000, 4000, 9000, 1 << 20])
+def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group):
+    # Large reads (here every read: SMALL_READ 0) read and check each run a group at a time;
+    # groups smaller than a piece (3000), of a piece (4000), cutting records of 20 pieces (9000)
+    # or of the whole run: every byte reads back, and a flipped byte is found wherever it falls.
+    from hpcbridge.plfs.reader import PlfsReader
+
+    monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
+    monkeypatch.setattr(PlfsReader, "CHECK_GROUP", group)
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _checkpoint(fs, path)
+    assert fs.read_bytes(path) == expected
+    with fs.open(path, buffering=0) as f:  # in chunks that end inside records: carried from read to read
+        assert b"".join(iter(lambda: f.read(7001), b"")) == expected
+    _flip_a_data_byte(fs, path, at=40000 + 17)  # the 11th piece of the first writer's one record
+    with pytest.raises(PlfsCorruptionError, match=r"bytes 0\.\.80000 "):
+        fs.read_bytes(path)
+    with fs.open(path, buffering=0) as f, pytest.raises(PlfsCorruptionError, match=r"bytes 0\.\.80000 "):
+        while f.read(7001):
+            pass
+
+
 def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     # Writers interleaved write by write in one process: no record merges, so a whole-file
     # read checks one record per piece, hundreds per run.
@@ -300,6 +323,17 @@ def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
         data = skipping.read_bytes(path)
     damaged = [i for i in range(0, len(expected), size) if data[i:i + size] != expected[i:i + size]]
     assert len(damaged) == 1 and data[damaged[0]:damaged[0] + size] == bytes(size)
+    # Read object by object (each read is one whole record): the damaged one is refused, the
+    # others read back, in logical order and in one writer's order.
+    bad = damaged[0]
+    for order in (range(0, len(expected), size), range(0, len(expected), writers * size)):
+        with fs.open(path, buffering=0) as f:
+            for at in order:
+                if at == bad:
+                    with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {3 * size}..{4 * size} "):
+                        f.pread(size, at)
+                else:
+                    assert f.pread(size, at) == expected[at:at + size], at
 
 
 def test_checksums_can_be_switched_off_for_measurements(tmp_path, capsys):

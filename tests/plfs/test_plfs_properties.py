@@ -419,3 +419,14 @@ def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit
             assert f.pread(2, at + unit - 1) == bytes(model[at + unit - 1:at + unit + 1]), (i, at)
         for at, length in reads:
             assert f.pread(length, at) == bytes(model[at:at + length]), (at, length)
+    # Every object in logical order (the writers' runs in turn), each in a fresh handle's first
+    # pass, so every whole-record read is checked as it is read.
+    with hpcbridge.plfs.open(url, "rb", verify=verify) as f:
+        for at in range(0, len(model), unit):
+            assert f.pread(unit, at) == bytes(model[at:at + unit]), at
+    # The one-piece lookup against the general one: a piece, exactly when one piece covers it all.
+    index, _ = load_index(hpcbridge.connect("plfs+file:///").container(path))
+    for at, length in [*reads, *((i * unit, unit) for i in range(writers * objects)), (0, len(model))]:
+        found = index.lookup_list(at, at + length)
+        whole = len(found) == 1 and found[0][:2] == (at, length)
+        assert index.piece_of(at, at + length) == (found[0][2:] if whole else None), (at, length, found)
