@@ -10,11 +10,15 @@ warm-up, reported separately):
 * objects-plfs / objects-posix : one ``preadinto`` per 47001-byte object;
 * whole-plfs-hdfs : the whole-file read from a container on HDFS (``--hdfs URL|testbed``);
 * read_blocks / fromfile : ``hpcbridge.dask.read_blocks(...).map_partitions(len)`` (threads) of
-  the plain file against ``numpy.fromfile`` of it.
+  the plain file against ``numpy.fromfile`` of it;
+* bound-1t / bound-2t (``--bounds``): what copying the bytes and checking them costs with no
+  bookkeeping at all, the floor under a verified whole-file read: ``os.preadv`` of 8 objects at a
+  time straight into their places, then fastcrc of each, on one thread and split over two.
 
 Targets: whole PLFS >= 0.8x whole POSIX, objects >= 0.7x, read_blocks >= 0.7x fromfile.
 
-    python benchmarks/read_paths.py [--size 128M] [--repetitions 7] [--hdfs testbed] [--output results/read_paths.json]
+    python benchmarks/read_paths.py [--size 128M] [--repetitions 7] [--hdfs testbed] [--bounds]
+                                    [--output results/read_paths.json]
 """
 
 from __future__ import annotations
@@ -82,6 +86,33 @@ def read_blocks(url: str, size: int, buffer: memoryview, **options) -> None:
         raise IOError(f"{url}: read_blocks saw {total} of {size} bytes")
 
 
+def bound(path: str, size: int, buffer: memoryview, threads: int = 1) -> None:
+    """Copy ``path`` into ``buffer`` 8 objects per ``preadv`` and CRC32C each object as it
+    arrives (PLFS's checksum, fastcrc), over ``threads`` threads: no index, no records."""
+    import threading
+
+    from hpcbridge.plfs.format import data_crc
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        group = 8 * UNIT
+
+        def part(lo: int, hi: int) -> None:
+            for at in range(lo, hi, group):
+                views = [buffer[o:min(o + UNIT, hi)] for o in range(at, min(at + group, hi), UNIT)]
+                os.preadv(fd, views, at)
+                for view in views:
+                    data_crc(view)
+        cuts = [size * i // threads // group * group for i in range(threads)] + [size]
+        workers = [threading.Thread(target=part, args=(cuts[i], cuts[i + 1])) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        os.close(fd)
+
+
 def fromfile(path: str, size: int, buffer: memoryview, **options) -> None:
     if np.fromfile(path, dtype=np.uint8).size != size:
         raise IOError(f"{path}: short")
@@ -94,6 +125,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dir", default=None, help="directory for the container and the plain file (a temp dir)")
     parser.add_argument("--hdfs", default=None, help="add whole-plfs-hdfs: hdfs://nn:port URL or 'testbed'")
     parser.add_argument("--webhdfs", default=None)
+    parser.add_argument("--bounds", action="store_true",
+                        help="add bound-1t/bound-2t: copy + CRC with no bookkeeping, the floor of a verified read")
     parser.add_argument("--output", default="results/read_paths.json")
     args = parser.parse_args(argv)
     if args.repetitions < 1:
@@ -111,6 +144,9 @@ def main(argv=None) -> int:
         "objects-plfs": (objects, container, {}), "objects-posix": (objects, f"file://{plain}", {}),
         "read_blocks": (read_blocks, f"file://{plain}", {}), "fromfile": (fromfile, plain, {}),
     }
+    if args.bounds:
+        modes["bound-1t"] = (lambda p, n, b: bound(p, n, b, 1), plain, {})
+        modes["bound-2t"] = (lambda p, n, b: bound(p, n, b, 2), plain, {})
     stack = hdfs_for_benchmark(None if args.hdfs == "testbed" else args.hdfs, args.webhdfs) if args.hdfs else None
     try:
         if stack is not None:
@@ -127,7 +163,8 @@ def main(argv=None) -> int:
                 started = time.perf_counter()
                 function(url, args.size, buffer, **options)
                 elapsed = time.perf_counter() - started
-                if mode.startswith(("whole", "objects")) and not np.array_equal(np.frombuffer(buffer, np.uint8), data):
+                checked = mode.startswith(("whole", "objects", "bound"))
+                if checked and not np.array_equal(np.frombuffer(buffer, np.uint8), data):
                     raise SystemExit(f"{mode}: the bytes read differ from the bytes written")
                 if rep == 0:
                     warmup[mode] = elapsed
@@ -144,16 +181,19 @@ def main(argv=None) -> int:
         "read_blocks_vs_fromfile": mbps["read_blocks"] / mbps["fromfile"],
     }
     targets = {"whole_plfs_vs_posix": 0.8, "objects_plfs_vs_posix": 0.7, "read_blocks_vs_fromfile": 0.7}
+    bounds = {f"{m}_vs_whole_posix": mbps[m] / mbps["whole-posix"] for m in ("bound-1t", "bound-2t") if m in mbps}
     print(f"read paths, {args.size} logical bytes, page cache warm, medians of {args.repetitions} (MB/s):")
     for mode in modes:
         print(f"  {mode:<16} {mbps[mode]:9.1f}   (warm-up {args.size / warmup[mode] / 1e6:9.1f})")
     for name, value in ratios.items():
         print(f"  {name:<24} {value:5.2f}  (>= {targets[name]})")
+    for name, value in bounds.items():
+        print(f"  {name:<24} {value:5.2f}  (copy + CRC alone)")
     met = all(ratios[k] >= v for k, v in targets.items())
     write_json(args.output, {"benchmark": "read_paths", "size": args.size, "unit": UNIT, "writers": WRITERS,
                              "repetitions": args.repetitions, "median_MBps": mbps,
                              "warmup_MBps": {m: args.size / s / 1e6 for m, s in warmup.items()},
-                             "ratios": ratios, "targets": targets, "targets_met": met})
+                             "ratios": ratios, "bounds": bounds, "targets": targets, "targets_met": met})
     print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
     if not args.dir:
         import shutil

@@ -136,7 +136,7 @@ class PosixRawFile(io.FileIO):
         """Scatter read with ``os.preadv``: the consecutive bytes at ``offset`` straight into
         ``buffers`` in turn (no scratch copy); returns the count, short at end of file."""
         views = [writable_bytes(b, self.url) for b in buffers]
-        want = sum(len(v) for v in views)
+        want = sum(map(len, views))
         self._check_access(offset, want)
         fd = self.fileno()
         total = first = 0
@@ -146,6 +146,8 @@ class PosixRawFile(io.FileIO):
                 if n == 0:
                     break
                 total += n
+                if total == want:  # the common case: all of it at once, no buffer to walk past
+                    break
                 # Skip what was filled; a partly filled buffer continues where the read stopped.
                 while first < len(views) and n >= len(views[first]):
                     n -= len(views[first])

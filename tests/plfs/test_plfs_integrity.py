@@ -279,15 +279,18 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
 
 
+@pytest.mark.parametrize("parallel", [True, False])
 @pytest.mark.parametrize("group", [3000, 4000, 9000, 1 << 20])
-def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group):
-    # Large reads (here every read: SMALL_READ 0) read and check each run a group at a time;
-    # groups smaller than a piece (3000), of a piece (4000), cutting records of 20 pieces (9000)
-    # or of the whole run: every byte reads back, and a flipped byte is found wherever it falls.
+def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group, parallel):
+    # Large reads (here every read: SMALL_READ 0) read and check each run a group at a time, on
+    # the pool or on the calling thread; groups smaller than a piece (3000), of a piece (4000),
+    # cutting records of 20 pieces (9000) or of the whole run: every byte reads back, and a
+    # flipped byte is found wherever it falls.
     from hpcbridge.plfs.reader import PlfsReader
 
     monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
     monkeypatch.setattr(PlfsReader, "CHECK_GROUP", group)
+    monkeypatch.setattr(PlfsReader, "PARALLEL_RUNS", parallel)
     fs = plfs()
     path = f"{tmp_path}/ck"
     expected = _checkpoint(fs, path)

@@ -259,7 +259,7 @@ def test_open_data_logs_are_bounded(tmp_path):
         assert buffer == bytes([r + 1]) * 100
         assert len(reader._handles) <= 3
     big = bytearray(1000)
-    reader.SMALL_READ = 0  # the parallel path too
+    reader.SMALL_READ, reader.parallel_runs = 0, True  # the parallel path too
     assert reader.readinto(big, 0) == 1000 and len(reader._handles) <= 3
     reader.close()
 
