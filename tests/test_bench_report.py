@@ -82,3 +82,18 @@ def test_report_rows_of_locality_on_emulated_hosts():
                                            "links 10gbit, locality on, 100% local",
                                            "links 10gbit, locality off, 33% local"]
     assert [r["MBps"] for r in rows] == [200.0, 40.0, 200.0, 40.0]
+
+
+def test_read_paths_runs_every_mode_and_checks_the_bytes(tmp_path, capsys):
+    """read_paths.py at a small size, one repetition, with --bounds: every mode reads the bytes
+    written (the benchmark compares them and exits otherwise) and the JSON has every ratio."""
+    import read_paths
+
+    out = tmp_path / "read_paths.json"
+    assert read_paths.main(["--size", "3M", "--repetitions", "1", "--bounds", "--dir", str(tmp_path),
+                            "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["ratios"]) == {"whole_plfs_vs_posix", "objects_plfs_vs_posix", "read_blocks_vs_fromfile"}
+    assert set(result["untargeted"]) == {"chunks_plfs_vs_posix"}
+    assert set(result["bounds"]) == {"bound-1t_vs_whole_posix", "bound-2t_vs_whole_posix"}
+    assert all(v > 0 for v in result["median_MBps"].values()) and "targets" in capsys.readouterr().out

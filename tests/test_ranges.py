@@ -28,6 +28,10 @@ def test_sorted_merge_equals_fsspec(ranges, max_gap, max_block):
     assert starts.tolist() == want_starts and (starts + lengths).tolist() == want_ends
     for (o, n), b in zip(ranges, block_of):  # each range inside the block said to hold it
         assert starts[b] <= o and o + n <= starts[b] + lengths[b]
+    # Python lists of up to FEW ranges are planned in plain Python, arrays with numpy: the same plan.
+    as_arrays = merge_ranges(np.array(offsets, dtype=np.int64), np.array([n for _, n in ranges], dtype=np.int64),
+                             max_gap=max_gap, max_block=max_block, return_blocks=True)
+    assert all(a.tolist() == b.tolist() for a, b in zip(as_arrays, (starts, lengths, block_of)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -49,6 +53,9 @@ def test_keyed_merge_equals_fsspec_with_paths(ranges, max_gap, max_block):
         assert block_keys.setdefault(b, k) == k  # a block holds one key's ranges
     assert [f"f{block_keys[b]}" for b in range(len(starts))] == want_paths
     assert starts.tolist() == want_starts and (starts + lengths).tolist() == want_ends
+    as_arrays = merge_ranges(np.array(offsets, dtype=np.int64), np.array([n for _, _, n in ranges], dtype=np.int64),
+                             max_gap=max_gap, max_block=max_block, return_blocks=True, keys=np.array(keys))
+    assert all(a.tolist() == b.tolist() for a, b in zip(as_arrays, (starts, lengths, block_of)))
 
 
 @given(ranges=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), max_size=30),

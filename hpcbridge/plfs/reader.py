@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from ..fs.pool import CallPool
-from ..fs.ranges import merge_ranges
+from ..fs.ranges import FEW, merge_few_ranges, merge_ranges
 from .container import Container, PlfsCorruptionError
 from .format import data_crc
 from .index import GlobalIndex
@@ -122,9 +122,25 @@ def _runs(pieces, offset: int) -> list[_Run]:
     int64 arrays (a large read's lookup), in any order."""
     if isinstance(pieces, tuple):
         logical, length, physical, writer = pieces
+    elif not pieces:
+        return []
     elif len(pieces) == 1:
         logical, length, physical, writer = pieces[0]
         return [_Run(writer, physical, length, [(logical - offset, length)])]
+    elif len(pieces) <= FEW:  # a small read's few pieces: the planner in plain Python
+        logical, length, physical, writer = zip(*pieces)
+        starts, lengths, block_of = merge_few_ranges(physical, length, keys=writer)
+        runs: dict[int, _Run] = {}
+        for i in sorted(range(len(pieces)), key=lambda i: (writer[i], physical[i])):
+            b = block_of[i]
+            if b < 0:
+                continue  # empty piece: nothing to read
+            run = runs.get(b)
+            if run is None:
+                runs[b] = _Run(writer[i], starts[b], lengths[b], [(logical[i] - offset, length[i])])
+            else:
+                run.segments.append((logical[i] - offset, length[i]))
+        return list(runs.values())
     else:
         table = np.array(pieces, dtype=np.int64).reshape(-1, 4)
         logical, length, physical, writer = table.T
@@ -412,7 +428,9 @@ class PlfsReader:
             self._verify_touched(runs)
         if n <= self.SMALL_READ or len(runs) == 1 or not self.parallel_runs:
             for run in runs:
-                self._read_run(view, run, sequential=n <= self.SMALL_READ)
+                # Through the logs' read buffers where each read is a round trip (HDFS); on a
+                # kernel file system one scatter read per run, straight into ``view``.
+                self._read_run(view, run, sequential=n <= self.SMALL_READ and self.parallel_runs)
         else:
             futures = [self._pool.submit(self._read_run, view, run) for run in runs]
             # Every run ends before this returns or raises: none may write into the caller's
