@@ -226,7 +226,7 @@ class GlobalIndex:
         # Few runs (regular checkpoints): plain Python lists make small lookups ~10x cheaper
         # than a dozen numpy calls on tiny arrays.
         self._rows = None
-        self._hint = 0  # row of the last piece lookup_list found
+        self._hint = 0  # row of the last piece found (piece_of tries it first)
         if len(self.runs["logical"]) <= 64:
             self._rows = list(zip(*(self.runs[k].tolist() for k in
                                     ("logical", "length", "physical", "stride", "count", "writer"))))
@@ -264,14 +264,6 @@ class GlobalIndex:
         if self._rows is None:
             p = self.lookup(start, end)
             return list(zip(*(p[k].tolist() for k in ("logical", "length", "physical", "writer"))))
-        # Runs are disjoint: when the run the last lookup used covers the whole range (the
-        # next object of a rank's strided pattern), it is the only piece.
-        if self._rows and start < end:
-            L, ln, P, st, ct, w = self._rows[self._hint]
-            k = (start - L) // st if st else 0
-            lo = L + k * st
-            if 0 <= k < ct and lo <= start and end <= lo + ln:
-                return [(start, end - start, P + k * ln + (start - lo), w)]
         out = []
         for j, (L, ln, P, st, ct, w) in enumerate(self._rows):
             if st:
