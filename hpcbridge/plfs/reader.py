@@ -4,8 +4,9 @@ A read looks up the pieces of its range in the global index, groups the pieces e
 holds contiguously in its data log into runs, reads each run with positional scatter calls
 straight into the caller's buffer (a group of ``CHECK_GROUP`` bytes at a time, checked while in
 cache; for large reads from a remote file system, in parallel on a bounded pool); holes are
-zero-filled in place. A read of one object (one piece) goes through the log's read buffer. At most ``max_open`` data
-logs are open at once (PLFS #114 ran out of descriptors on wide containers).
+zero-filled in place. A read of one object (one piece) goes through the log's read buffer.
+At most ``max_open`` data logs are open at once (PLFS #114 ran out of descriptors on wide
+containers).
 
 Every record of a format-2 container carries the CRC32C of the data it describes. A reader
 verifies each record whose whole data it has fetched anyway (``verify="auto"``, the default:
@@ -399,13 +400,12 @@ class PlfsReader:
             return 0
         n = end - offset
         if n <= self.SMALL_READ:
-            piece = pieces = None
-            if self.verify != "always":
-                piece = self.index.piece_of(offset, end)
-                if piece is None:
-                    pieces = self.index.lookup_list(offset, end)
-                    if len(pieces) == 1 and pieces[0][1] == n:
-                        piece = pieces[0][2:]
+            alone = self.verify != "always"  # a one-piece read may be read and checked on its own
+            piece = self.index.piece_of(offset, end) if alone else None
+            if piece is None:
+                pieces = self.index.lookup_list(offset, end)
+                if alone and len(pieces) == 1 and pieces[0][1] == n:  # many runs: no piece_of
+                    piece = pieces[0][2:]
             if piece is not None:
                 # One piece of one writer's log covers the read (reading back strided objects):
                 # no holes to zero, one run, one buffer.
@@ -417,8 +417,6 @@ class PlfsReader:
                 if writer in self._bad:
                     self._zero_bad(view, _Run(writer, physical, n, [(0, n)]))
                 return n
-            if pieces is None:
-                pieces = self.index.lookup_list(offset, end)
         else:
             found = self.index.lookup(offset, end)
             pieces = tuple(found[k] for k in ("logical", "length", "physical", "writer"))
