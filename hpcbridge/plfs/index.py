@@ -147,6 +147,8 @@ class Checks:
         self._by_writer: dict[int, tuple[list, list, list, int]] = {}
         writers = self.table["writer"].tolist()
         starts, ends, crcs = (self.table[k].tolist() for k in ("start", "end", "crc"))
+        #: The CRC of each row of :attr:`table`.
+        self.crc_of_row: list[int] = crcs
         first = 0
         for i in range(1, len(writers) + 1):
             if i == len(writers) or writers[i] != writers[first]:
@@ -185,6 +187,23 @@ class Checks:
         if i < len(starts) and starts[i] == start and ends[i] == end:
             return crcs[i], base + i
         return None
+
+    def rows_of_pieces(self, writer: int, physical: int, length: int, count: int) -> int:
+        """The row of the first of ``count`` records of ``writer`` that are exactly its pieces
+        of ``length`` bytes at ``physical``, ``physical + length``, ... (an N-1 pattern written
+        an object per call: piece ``k`` is record ``row + k``), else -1."""
+        entry = self._by_writer.get(writer)
+        if entry is None or not length:
+            return -1
+        starts, _, _, base = entry
+        i = bisect.bisect_left(starts, physical)
+        rows = self.table[base + i:base + i + count]
+        if len(rows) != count:
+            return -1
+        expected = physical + length * np.arange(count, dtype=np.uint64)
+        if np.array_equal(rows["start"], expected) and np.array_equal(rows["end"], expected + np.uint64(length)):
+            return base + i
+        return -1
 
     def touching(self, writer: int, start: int, end: int) -> list[tuple[int, int, int, int]]:
         """``(start, end, crc, row)`` of the checksummed ranges of ``writer`` that overlap
@@ -230,11 +249,15 @@ class GlobalIndex:
         if len(self.runs["logical"]) <= 64:
             self._rows = list(zip(*(self.runs[k].tolist() for k in
                                     ("logical", "length", "physical", "stride", "count", "writer"))))
+            # Per run, the checks row of its first piece's record when each piece is one
+            # record (else -1): a one-object read then finds its CRC with no search.
+            self._records = [self.checks.rows_of_pieces(w, P, ln, ct) for _, ln, P, _, ct, w in self._rows]
 
-    def piece_of(self, start: int, end: int) -> tuple[int, int] | None:
-        """``(physical, writer)`` when one piece holds all of ``[start, end)`` (a read of one
-        object of a strided pattern), else None (several pieces, a hole, or many runs: use
-        :meth:`lookup_list`).
+    def piece_of(self, start: int, end: int) -> tuple[int, int, int] | None:
+        """``(physical, writer, record)`` when one piece holds all of ``[start, end)`` (a read
+        of one object of a strided pattern), else None (several pieces, a hole, or many runs:
+        use :meth:`lookup_list`). ``record``: the row in :attr:`checks` of the record that is
+        exactly the bytes read, where the run's pieces are its records (else -1).
 
         The run of the last hit is tried first, then the ones after it: reading a strided N-1
         file object by object visits the writers' runs in turn.
@@ -255,7 +278,9 @@ class GlobalIndex:
             lo = L + k * st
             if k < ct and end <= lo + ln:
                 self._hint = j
-                return P + k * ln + (start - lo), w
+                record = self._records[j]
+                return P + k * ln + (start - lo), w, (record + k if record >= 0 and start == lo
+                                                      and end == lo + ln else -1)
         return None
 
     def lookup_list(self, start: int, end: int) -> list[tuple[int, int, int, int]]:

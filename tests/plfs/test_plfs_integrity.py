@@ -331,6 +331,8 @@ def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     bad = damaged[0]
     for order in (range(0, len(expected), size), range(0, len(expected), writers * size)):
         with fs.open(path, buffering=0) as f:
+            index = f._reader.index
+            assert all(index.piece_of(at, at + size)[2] >= 0 for at in order)  # each names its record
             for at in order:
                 if at == bad:
                     with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {3 * size}..{4 * size} "):
