@@ -11,8 +11,9 @@ warm-up, reported separately):
 * chunks-plfs / chunks-posix : ``readinto`` of the whole file in 1 MiB calls (``shutil``- and
   Dask-sized reads; no target);
 * whole-plfs-hdfs : the whole-file read from a container on HDFS (``--hdfs URL|testbed``);
-* read_blocks / fromfile : ``hpcbridge.dask.read_blocks(...).map_partitions(len)`` (threads) of
-  the plain file against ``numpy.fromfile`` of it;
+* read_blocks / fromfile : ``hpcbridge.dask.read_blocks(url, locality=False)`` with its default
+  partitions, ``.map_partitions(len)`` on the threaded scheduler, of the plain file, against
+  ``numpy.fromfile`` of it;
 * bound-1t / bound-2t (``--bounds``): what copying the bytes and checking them costs with no
   bookkeeping at all, the floor under a verified whole-file read: ``os.preadv`` of 8 objects at a
   time straight into their places, then fastcrc of each, on one thread and split over two.
@@ -83,7 +84,7 @@ def objects(url: str, size: int, buffer: memoryview, **options) -> None:
 def read_blocks(url: str, size: int, buffer: memoryview, **options) -> None:
     import hpcbridge.dask as hd
 
-    bag = hd.read_blocks(url, locality=False, blocksize=16 << 20)
+    bag = hd.read_blocks(url, locality=False)  # the default partitions (metablocks), as a user gets them
     total = sum(bag.map_partitions(lambda blocks: [sum(len(b) for b in blocks)]).compute(scheduler="threads"))
     if total != size:
         raise IOError(f"{url}: read_blocks saw {total} of {size} bytes")

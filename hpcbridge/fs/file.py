@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+from .buffers import bytes_of, empty_bytes
+
 __all__ = [
     "OpenMode",
     "RawFile",
@@ -213,10 +215,8 @@ class RawFile(io.RawIOBase):
         self._check_open()
         if not self._open_mode.readable:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
-        buffer = bytearray(max(0, self.size() - self._pos))
-        n = self.readinto(buffer) if buffer else 0
-        del buffer[n:]
-        return bytes(buffer)
+        data, view = empty_bytes(max(0, self.size() - self._pos))  # read into the bytes returned
+        return bytes_of(data, self.readinto(view) if len(view) else 0)
 
     def _check_access(self, offset: int, length: int) -> None:
         """What every positional call checks first: the handle is open, the range addressable."""
@@ -237,10 +237,8 @@ class RawFile(io.RawIOBase):
         """Read up to ``size`` bytes at ``offset`` (built on :meth:`preadinto`)."""
         self._check_open()
         check_range(offset, size, self.url, "size")
-        buffer = bytearray(size)
-        n = self.preadinto(buffer, offset)
-        del buffer[n:]
-        return bytes(buffer)
+        data, view = empty_bytes(size)  # read into the bytes returned: no second copy
+        return bytes_of(data, self.preadinto(view, offset))
 
     # -- io.RawIOBase ----------------------------------------------------------------------
     def readable(self) -> bool:

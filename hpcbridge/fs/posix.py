@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from ..errors import InvalidURLError, os_error
 from .base import FileSystem
+from .buffers import HUGE, bytes_of, empty_bytes
 from .file import OpenMode, check_range, readable_bytes, writable_bytes
 from .layout import DEFAULT_LOGICAL_BLOCK_SIZE, posix_block_locations
 from .types import BlockLocation, Capabilities, FileInfo, FileType
@@ -96,6 +97,21 @@ class PosixRawFile(io.FileIO):
         with _errors_named(self.url):
             return super().readinto(buffer)
 
+    def readall(self) -> bytes:
+        """As FileIO's (``read()`` to the end; ``read_bytes``); a large rest of a regular file is
+        read straight into one bytes object advised for huge pages (hpcbridge.fs.buffers:
+        FileIO's own faulted its fresh 128 MiB page by page, 60 against 13 ms)."""
+        with _errors_named(self.url):
+            st = os.fstat(self.fileno())
+            position = self.tell()
+            if not stat.S_ISREG(st.st_mode) or st.st_size - position < HUGE:
+                return super().readall()
+            data, view = empty_bytes(st.st_size - position)
+            filled = self.preadinto(view, position)
+            self.seek(position + filled)
+            rest = super().readall()  # what the file grew by since fstat
+        return bytes_of(data, filled) + rest if rest else bytes_of(data, filled)
+
     def truncate(self, size: int | None = None) -> int:
         """As FileIO's; errors name the URL."""
         with _errors_named(self.url):
@@ -159,15 +175,15 @@ class PosixRawFile(io.FileIO):
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset``."""
         self._check_access(offset, size)
-        if size <= _MAX_IO:
+        if size < HUGE:
             with _errors_named(self.url):
                 data = os.pread(self.fileno(), size, offset)
             if len(data) == size or not data:
                 return data
-        buffer = bytearray(size)
-        n = self.preadinto(buffer, offset)
-        del buffer[n:]
-        return bytes(buffer)
+        # Large (or short: the rest): read straight into the bytes returned, its pages advised
+        # huge (hpcbridge.fs.buffers: os.pread's fresh 64 MiB faulted page by page, 5x slower).
+        data, view = empty_bytes(size)
+        return bytes_of(data, self.preadinto(view, offset))
 
     def map_range(self, offset: int, length: int) -> memoryview:
         """The ``length`` bytes at ``offset`` mapped into memory: a writable view of a private,

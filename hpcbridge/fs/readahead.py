@@ -17,6 +17,7 @@ import concurrent.futures
 import io
 from dataclasses import dataclass
 
+from .buffers import bytes_of, empty_bytes
 from .file import MAX_OFFSET, check_range, writable_bytes
 from .pool import calls_inline
 
@@ -277,10 +278,8 @@ class ReadaheadReader(io.BufferedIOBase):
             self._bytes_fetched += len(data)
             self._pos = self._next_sequential = position + len(data)
             return data
-        buffer = bytearray(size)
-        n = self.readinto(buffer)
-        del buffer[n:]
-        return bytes(buffer)
+        data, view = empty_bytes(size)  # read into the bytes returned: no second copy
+        return bytes_of(data, self.readinto(view))
 
     read1 = read
 

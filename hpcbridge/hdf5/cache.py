@@ -22,6 +22,7 @@ import io
 import threading
 from collections import OrderedDict
 
+from ..fs.buffers import bytes_of, empty_bytes
 from ..fs.pool import calls_on_this_thread
 
 __all__ = ["BlockCacheFile", "DEFAULT_BLOCK", "DEFAULT_BLOCKS"]
@@ -115,9 +116,9 @@ class BlockCacheFile(io.RawIOBase):
                 return data
         start = index * self._block
         length = min(self._block, self._size - start)
-        buf = bytearray(length)
-        got = self._raw.preadinto(buf, start)
-        data = bytes(buf[:got])
+        data, view = empty_bytes(length)  # the cached block is the bytes read into, no copy
+        got = self._raw.preadinto(view, start)
+        data = bytes_of(data, got)
         with self._lock:
             self.fetched.append((start, got))
             self._cache[index] = data
@@ -150,6 +151,5 @@ class BlockCacheFile(io.RawIOBase):
 
     def pread(self, size: int, offset: int) -> bytes:
         """``size`` bytes at ``offset`` (fewer at the end of the file)."""
-        buf = bytearray(max(0, min(size, self._size - offset)))
-        n = self.preadinto(buf, offset)
-        return bytes(buf[:n])
+        data, view = empty_bytes(max(0, min(size, self._size - offset)))
+        return bytes_of(data, self.preadinto(view, offset))
