@@ -283,9 +283,9 @@ class PlfsReader:
         self._in_use: dict[int, int] = {}
         self._lock = threading.Lock()
         self._pool = CallPool(threads, f"plfs {container.url}")
-        # On a kernel file system (one that maps files) a read is a memory copy from the page
+        # On kernel file systems (ones that map files) a read is a memory copy from the page
         # cache: the logs are read unbuffered, one positional call per read, by descriptor.
-        self._kernel = container.fs.capabilities.memory_map
+        self._kernel = all(fs.capabilities.memory_map for fs, _ in container.volumes)
         self.parallel_runs = not self._kernel if self.PARALLEL_RUNS is None else self.PARALLEL_RUNS
 
     # -- data log handles ---------------------------------------------------------------------
