@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,7 +31,9 @@ def test_short_tour_runs_as_written(tmp_path):
     subprocess.run(["rm", "-rf", "/tmp/hpcbridge-tour"], check=True)
     run = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
-    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    if run.returncode != 0:  # the whole story, not pytest's shortened repr of it
+        pytest.fail(f"the tour exited with {run.returncode}\n--- stdout (end) ---\n{run.stdout[-3000:]}\n"
+                    f"--- stderr (end) ---\n{run.stderr[-6000:]}", pytrace=False)
     assert "bytearray(b'rank 3 data')" in run.stdout
     assert "\n30\n" in run.stdout and "3 block(s)" in run.stdout
     subprocess.run(["rm", "-rf", "/tmp/hpcbridge-tour"], check=True)
