@@ -59,3 +59,15 @@ def test_read_to_the_end_of_a_large_file_that_grew_after_the_open(tmp_path):
             grow.write(b"tail")
         assert f.read() == payload[5:] + b"tail" and f.tell() == size + 4
         assert f.read() == b""
+
+
+def test_the_view_keeps_its_bytes_alive():
+    # A read that fills the view after its caller dropped the bytes (a call that timed out and
+    # finished late) must write into live memory, as with a bytearray's view.
+    import gc
+
+    data, view = empty_bytes(4096)
+    del data
+    gc.collect()
+    view[:] = b"x" * 4096
+    assert view.obj.data == b"x" * 4096

@@ -47,8 +47,8 @@ def _api():
 
 def empty_bytes(size: int) -> tuple[bytes, memoryview]:
     """``(data, view)``: an uninitialised ``bytes`` of ``size`` and a writable byte view of its
-    storage. Fill all of it through ``view`` before ``data`` is used; the view must not outlive
-    ``data``'s use (it does not keep it alive)."""
+    storage. Fill all of it through ``view`` before ``data`` is used (the view keeps ``data``
+    alive, but writes through it after that would change an object others may hold)."""
     if size <= 0 or sys.implementation.name != "cpython":
         buffer = bytearray(size)  # elsewhere: a copy at the end (see bytes_of)
         return buffer, memoryview(buffer)  # type: ignore[return-value]
@@ -60,7 +60,12 @@ def empty_bytes(size: int) -> tuple[bytes, memoryview]:
         hi = (address + size) // _HUGE_PAGE * _HUGE_PAGE
         if hi > lo:
             madvise(lo, hi - lo, _MADV_HUGEPAGE)  # advice only: refused (no THP) is fine
-    return data, memoryview((ctypes.c_char * size).from_address(address)).cast("B")
+    storage = (ctypes.c_char * size).from_address(address)
+    # The view keeps the bytes alive (through the array it exports): a read still writing into
+    # it after its caller let go of ``data`` (a timed-out call finishing late) cannot write into
+    # freed memory, as with a bytearray.
+    storage.data = data
+    return data, memoryview(storage).cast("B")
 
 
 def bytes_of(data, filled: int) -> bytes:
