@@ -10,7 +10,7 @@ from hpcbridge.fs import buffers
 from hpcbridge.fs.buffers import bytes_of, empty_bytes
 
 
-@pytest.mark.parametrize("size", [0, 1, 4097, buffers.HUGE + 12345])
+@pytest.mark.parametrize("size", [0, 1, 4097, buffers.SMALL, buffers.HUGE + 12345])
 def test_a_read_lands_in_the_bytes_returned(tmp_path, size):
     payload = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
     path = tmp_path / "f"
@@ -24,7 +24,7 @@ def test_a_read_lands_in_the_bytes_returned(tmp_path, size):
         os.close(fd)
     got = bytes_of(data, filled)
     assert type(got) is bytes and got == payload
-    if size:
+    if size >= buffers.SMALL:
         assert got is data  # filled whole: the object itself, no copy
     assert bytes_of(data, size // 2) == payload[:size // 2]  # short: the prefix
 
@@ -66,8 +66,10 @@ def test_the_view_keeps_its_bytes_alive():
     # finished late) must write into live memory, as with a bytearray's view.
     import gc
 
-    data, view = empty_bytes(4096)
+    size = buffers.SMALL
+    data, view = empty_bytes(size)
+    assert type(data) is bytes
     del data
     gc.collect()
-    view[:] = b"x" * 4096
-    assert view.obj.data == b"x" * 4096
+    view[:] = b"x" * size
+    assert view.obj.data == b"x" * size
