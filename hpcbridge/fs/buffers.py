@@ -53,7 +53,9 @@ def _api():
 def empty_bytes(size: int) -> tuple[bytes, memoryview]:
     """``(data, view)``: an uninitialised ``bytes`` of ``size`` and a writable byte view of its
     storage. Fill all of it through ``view`` before ``data`` is used (the view keeps ``data``
-    alive, but writes through it after that would change an object others may hold)."""
+    alive, but writes through it after that would change an object others may hold), then
+    take the result with :func:`bytes_of`. Below :data:`SMALL` (or off CPython) ``data`` is a
+    ``bytearray``, which :func:`bytes_of` copies."""
     if size < SMALL or sys.implementation.name != "cpython":
         buffer = bytearray(size)  # a copy at the end (see bytes_of)
         return buffer, memoryview(buffer)  # type: ignore[return-value]
