@@ -11,7 +11,7 @@ in 64 MiB calls, medians of 8; ``numpy.empty``, which advises huge pages, read i
 so the read lands in the object returned; from :data:`HUGE` bytes up, the storage is advised
 for transparent huge pages first (``madvise(MADV_HUGEPAGE)``: one fault per 2 MiB; the same
 read took 12.7 ms). The object must not be shared, hashed or used as a key before it is
-filled; its one reference is the caller's.
+filled: until then only the caller and the view hold it.
 """
 
 from __future__ import annotations
