@@ -35,7 +35,8 @@ BACKEND = "posix"
 
 # Linux moves at most 0x7ffff000 bytes per read/write call: larger transfers loop.
 _MAX_IO = 0x7FFFF000
-_IOV_MAX = 1024  # Linux's limit on buffers per preadv
+#: The limit on buffers per preadv/pwritev call (Linux: UIO_MAXIOV, 1024).
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
 @lru_cache(maxsize=256)
@@ -158,7 +159,7 @@ class PosixRawFile(io.FileIO):
         total = first = 0
         with _errors_named(self.url):
             while first < len(views):
-                n = os.preadv(fd, views[first:first + _IOV_MAX], offset + total)
+                n = os.preadv(fd, views[first:first + IOV_MAX], offset + total)
                 if n == 0:
                     break
                 total += n

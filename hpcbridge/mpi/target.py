@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from ..errors import os_error
 from ..fs.api import url_to_fs
+from ..fs.posix import IOV_MAX as _IOV_MAX
 
 __all__ = ["AccessMode", "Target", "open_target", "parse_amode"]
 
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 #: O_DIRECT alignment of offsets, lengths and buffer addresses (the page size covers every
 #: logical block size in use).
 DIRECT_ALIGN = 4096
