@@ -252,6 +252,8 @@ class GlobalIndex:
             # Per run, the checks row of its first piece's record when each piece is one
             # record (else -1): a one-object read then finds its CRC with no search.
             self._records = [self.checks.rows_of_pieces(w, P, ln, ct) for _, ln, P, _, ct, w in self._rows]
+        #: The same per run as an array, for :meth:`lookup` (None beyond 64 runs: not computed).
+        self._record_of_run = None if self._rows is None else np.array(self._records, dtype=np.int64)
 
     def piece_of(self, start: int, end: int) -> tuple[int, int, int] | None:
         """``(physical, writer, record)`` when one piece holds all of ``[start, end)`` (a read
@@ -318,10 +320,14 @@ class GlobalIndex:
         return len(self.runs["logical"])
 
     def lookup(self, start: int, end: int) -> dict[str, np.ndarray]:
-        """Pieces intersecting ``[start, end)``, clipped to it, sorted by logical offset."""
+        """Pieces intersecting ``[start, end)``, clipped to it, sorted by logical offset.
+
+        ``record``: for each piece, the row in :attr:`checks` of the record that is exactly
+        the piece (not clipped, in a run whose pieces are its records), else -1; known where
+        the index has at most 64 runs, -1 everywhere beyond."""
         r = self.runs
         if end <= start or not len(r["logical"]):
-            return {k: np.zeros(0, np.int64) for k in ("logical", "length", "physical", "writer")}
+            return {k: np.zeros(0, np.int64) for k in ("logical", "length", "physical", "writer", "record")}
         L, ln, st, ct = (r[k].astype(np.int64) for k in ("logical", "length", "stride", "count"))
         safe = np.where(st > 0, st, 1)
         # pieces k with L + k*st + ln > start (k > (start - L - ln) / st) and L + k*st < end
@@ -341,7 +347,13 @@ class GlobalIndex:
         hi = np.minimum(logical + length, end)
         keep = hi > lo
         physical = physical + (lo - logical)
+        if self._record_of_run is None:
+            record = np.full(int(keep.sum()), -1, np.int64)
+        else:
+            first = self._record_of_run[owner]
+            whole = (first >= 0) & (lo == logical) & (hi == logical + length)
+            record = np.where(whole, first + k, -1)[keep]
         out = {"logical": lo[keep], "length": (hi - lo)[keep], "physical": physical[keep],
-               "writer": r["writer"][owner][keep].astype(np.int64)}
+               "writer": r["writer"][owner][keep].astype(np.int64), "record": record}
         order = np.argsort(out["logical"], kind="stable")
         return {k: v[order] for k, v in out.items()}

@@ -305,6 +305,68 @@ def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monke
             pass
 
 
+@pytest.mark.parametrize("where", ["inside a call", "cut by a call's end"])
+def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, where):
+    # An N-1 file whose pieces are each one record, read in large calls (here every read:
+    # SMALL_READ 0) that cut records: each group's whole records are checked by their rows from
+    # the index (no search), the records a call's end cuts by the carried CRC. A flipped byte
+    # is found in either kind of record.
+    from hpcbridge.plfs.reader import PlfsReader
+
+    monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
+    monkeypatch.setattr(PlfsReader, "CHECK_GROUP", 64 << 10)
+    checked = []
+    original = PlfsReader._check_records
+    monkeypatch.setattr(PlfsReader, "_check_records",
+                        lambda self, w, at, parts, rows: checked.append(rows) or original(self, w, at, parts, rows))
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    size, writers, pieces = 5000, 4, 400  # 8 MB
+    handles = [fs.open_writer(path) for _ in range(writers)]
+    for k in range(pieces * writers):
+        handles[k % writers].pwrite(bytes([k % 251 + 1]) * size, k * size)
+    for h in handles:
+        h.close()
+    expected = b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+    call = (1 << 20) + 7
+
+    def read_all(fs):
+        with fs.open(path, buffering=0) as f:
+            return b"".join(iter(lambda: f.read(call), b""))
+
+    with fs.open(path, buffering=0) as f:  # the index names each whole piece's record
+        index = f._reader.index
+        whole, cut = index.lookup(0, len(expected)), index.lookup(size // 2, 3 * size + 7)
+    rows = index.checks.table[whole["record"]]
+    assert (whole["record"] >= 0).all() and (rows["writer"] == whole["writer"]).all()
+    assert (rows["start"] == whole["physical"]).all() and (rows["end"] == whole["physical"] + size).all()
+    assert cut["record"].tolist() == [-1, whole["record"][1], whole["record"][2], -1]
+    assert read_all(fs) == expected
+    assert any(min(rows) >= 0 for rows in checked)  # whole records by row...
+    assert any(rows[0] < 0 or rows[-1] < 0 for rows in checked)  # ...and records cut by a call
+    # The flipped log (_flip_a_data_byte's) holds the pieces k = r, r + 4, ... of one writer r.
+    container = fs.container(path)
+    r = open(container.data_log(container.index_logs()[0][0])[1], "rb").read(1)[0] - 1
+    if where == "inside a call":
+        logical = (8 * writers + r) * size + 17
+    else:  # the first call end that falls in one of r's pieces
+        logical = next(m * call for m in range(1, 8) if m * call // size % writers == r)
+    flip = (logical // size - r) // writers * size + logical % size
+    data_log = _flip_a_data_byte(fs, path, at=flip)
+    record = flip // size * size
+    with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {record}\.\.{record + size} "):
+        read_all(fs)
+    with pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        data = read_all(hpcbridge.connect("plfs+file:///", on_corruption="skip"))
+    damaged = [i for i in range(0, len(expected), size) if data[i:i + size] != expected[i:i + size]]
+    start = logical // size * size
+    assert damaged == [start]
+    # Zeros from where the failing read began: the bytes of a record before a call's end were
+    # returned by that call, before its last byte was read and the record could be checked.
+    zeroed = start if where == "inside a call" else logical
+    assert data[zeroed:start + size] == bytes(start + size - zeroed)
+
+
 def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     # Writers interleaved write by write in one process: no record merges, so a whole-file
     # read checks one record per piece, hundreds per run.
