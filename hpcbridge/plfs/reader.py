@@ -126,7 +126,7 @@ class _Run:
 def _runs(pieces, offset: int) -> list[_Run]:
     """Group pieces into runs with the range planner: per writer, physically contiguous pieces
     are read together. ``pieces``: ``(logical, length, physical, writer)`` tuples, or those four
-    int64 arrays and the pieces' record rows (a large read's lookup), in any order."""
+    int64 arrays and the pieces' record rows or None (a large read's lookup), in any order."""
     record = None
     if isinstance(pieces, tuple):
         logical, length, physical, writer, record = pieces
@@ -450,6 +450,8 @@ class PlfsReader:
         else:
             found = self.index.lookup(offset, end)
             pieces = tuple(found[k] for k in ("logical", "length", "physical", "writer", "record"))
+            if len(pieces[1]) and int(pieces[1].max()) > self.CHECK_GROUP:
+                pieces = (*pieces[:4], None)  # a piece larger than a check group is read in parts
         self._zero_holes(view, offset, end, pieces)
         runs = _runs(pieces, offset)
         if self.verify == "always":
@@ -525,9 +527,7 @@ class PlfsReader:
         group's records are checked by :meth:`_check_records` with no search. A 128 MiB read
         has 256 groups: their bookkeeping had cost more than their CRCs."""
         writer = run.writer
-        records = run.records
-        if records is not None and max(length for _, length in run.segments) > self.CHECK_GROUP:
-            records = None  # a part split between groups: no part-to-record map
+        records = run.records  # no part is larger than a group where it is known (readinto)
         handle = self._handle(writer)
         try:
             fd = handle.fileno() if self._kernel else -1
