@@ -367,6 +367,29 @@ def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, wh
     assert data[zeroed:start + size] == bytes(start + size - zeroed)
 
 
+def test_large_reads_of_tiny_records_split_scatter_reads_at_iov_max(tmp_path, monkeypatch):
+    # 64-byte records: a 512 KiB check group holds 8192 of them, more buffers than one preadv
+    # takes (IOV_MAX, 1024): the group is read in several calls, and every record checked.
+    from hpcbridge.fs.posix import IOV_MAX
+    from hpcbridge.plfs.reader import PlfsReader
+
+    monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    size, writers, pieces = 64, 2, 20000
+    assert PlfsReader.CHECK_GROUP // size > IOV_MAX
+    handles = [fs.open_writer(path) for _ in range(writers)]
+    expected = np.random.default_rng(7).integers(0, 256, size * writers * pieces, dtype=np.uint8).tobytes()
+    for k in range(pieces * writers):
+        handles[k % writers].pwrite(expected[k * size:(k + 1) * size], k * size)
+    for h in handles:
+        h.close()
+    assert fs.read_bytes(path) == expected
+    data_log = _flip_a_data_byte(fs, path, at=7777 * size + 5)
+    with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {7777 * size}\.\.{7778 * size} "):
+        fs.read_bytes(path)
+
+
 def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     # Writers interleaved write by write in one process: no record merges, so a whole-file
     # read checks one record per piece, hundreds per run.
