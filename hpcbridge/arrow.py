@@ -13,7 +13,9 @@ finalizing, Python ends the thread with ``pthread_exit``, whose unwinding throug
 frames calls ``std::terminate``: the process aborts at exit ("terminate called without an active
 exception", seen in 3 of 20 runs of a two-line write/read script with pyarrow 26). So files opened
 here are tracked, and at exit (before finalization) the interpreter waits, up to
-:data:`EXIT_WAIT` seconds, for those only native code still holds.
+:data:`EXIT_WAIT` seconds, for those only native code still holds. The buffers such reads
+returned are released on those threads too: the fsspec files behind them have the interpreter
+wait at exit until Arrow's threads are idle (:mod:`hpcbridge.fs.native_exit`).
 """
 
 from __future__ import annotations
@@ -27,12 +29,10 @@ import weakref
 
 from .errors import MissingDependencyError
 from .fs.fsspec_adapter import fsspec_class
+from .fs.native_exit import EXIT_WAIT
 from .fs.url import parse_url
 
 __all__ = ["filesystem", "filesystem_and_path", "EXIT_WAIT"]
-
-#: Longest wait at interpreter exit for Arrow's threads to release files, seconds.
-EXIT_WAIT = 2.0
 
 _open_files: weakref.WeakSet = weakref.WeakSet()
 _handler_class = None

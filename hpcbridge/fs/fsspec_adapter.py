@@ -17,11 +17,13 @@ from __future__ import annotations
 import datetime
 import io
 import posixpath
+import sys
 
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import stringify_path
 
 from .base import FileSystem
+from .native_exit import wait_at_exit
 from .registry import backend_class
 from .transfer import copy_file
 from .types import FileInfo
@@ -116,6 +118,8 @@ class HpcbridgeFSSpec(AbstractFileSystem):
             )
         buffering = block_size if isinstance(block_size, int) and block_size > 0 else -1
         path = self._strip_protocol(path)
+        if "pyarrow" in sys.modules:  # pandas, Dask or hpcbridge.arrow reading through Arrow
+            wait_at_exit()  # Arrow's threads may release what it read after exit began
         if "r" not in mode:
             self._make_parent(path)
         return self.backend.open(path, mode, buffering=buffering)
