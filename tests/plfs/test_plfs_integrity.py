@@ -236,6 +236,17 @@ def _flip_a_data_byte(fs, path, at=1234):
     return data_log
 
 
+def _interleaved(fs, path, size, writers, pieces):
+    """Writers of one process interleaved write by write (piece k by writer k % writers): no
+    record merges, each piece is its own record. Returns the logical bytes."""
+    handles = [fs.open_writer(path) for _ in range(writers)]
+    for k in range(pieces * writers):
+        handles[k % writers].pwrite(bytes([k % 251 + 1]) * size, k * size)
+    for h in handles:
+        h.close()
+    return b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+
+
 def _checkpoint(fs, path, writers=2, pieces=20, size=4000):
     handles = [fs.open_writer(path) for _ in range(writers)]
     for r, h in enumerate(handles):  # each writer's writes in a row, as an MPI rank's: one pattern record
@@ -322,12 +333,7 @@ def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, wh
     fs = plfs()
     path = f"{tmp_path}/ck"
     size, writers, pieces = 5000, 4, 400  # 8 MB
-    handles = [fs.open_writer(path) for _ in range(writers)]
-    for k in range(pieces * writers):
-        handles[k % writers].pwrite(bytes([k % 251 + 1]) * size, k * size)
-    for h in handles:
-        h.close()
-    expected = b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+    expected = _interleaved(fs, path, size, writers, pieces)
     call = (1 << 20) + 7
 
     def read_all(fs):
@@ -396,12 +402,7 @@ def test_a_flipped_byte_is_found_where_each_write_is_its_own_record(tmp_path):
     fs = plfs()
     path = f"{tmp_path}/ck"
     size, writers, pieces = 5000, 2, 900  # 4.5 MB: both the small and the large read paths
-    handles = [fs.open_writer(path) for _ in range(writers)]
-    for k in range(pieces * writers):
-        handles[k % writers].pwrite(bytes([k % 251 + 1]) * size, k * size)
-    for h in handles:
-        h.close()
-    expected = b"".join(bytes([k % 251 + 1]) * size for k in range(pieces * writers))
+    expected = _interleaved(fs, path, size, writers, pieces)
     assert fs.read_bytes(path) == expected
     data_log = _flip_a_data_byte(fs, path, at=3 * size + 17)  # the 4th piece of the first writer
     with pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {3 * size}..{4 * size} "):
