@@ -20,7 +20,7 @@ import ctypes
 import functools
 import sys
 
-__all__ = ["empty_bytes", "bytes_of", "HUGE", "SMALL"]
+__all__ = ["empty_bytes", "bytes_of", "read_new_bytes", "HUGE", "SMALL"]
 
 #: From this size up, a fresh buffer is advised for huge pages. Smaller ones mostly reuse
 #: memory malloc already has (16 MiB: 7.7 ms per 128 MiB either way; 4 MiB: the advice cost
@@ -81,3 +81,10 @@ def bytes_of(data, filled: int) -> bytes:
     if filled == len(data) and type(data) is bytes:
         return data
     return bytes(memoryview(data)[:filled])
+
+
+def read_new_bytes(size: int, fill) -> bytes:
+    """A fresh ``bytes`` of up to ``size`` bytes that ``fill(view)`` reads into (it returns the
+    count it filled): :func:`empty_bytes`, the read, then :func:`bytes_of`."""
+    data, view = empty_bytes(size)
+    return bytes_of(data, fill(view))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from .buffers import bytes_of, empty_bytes
+from .buffers import read_new_bytes
 
 __all__ = [
     "OpenMode",
@@ -215,8 +215,8 @@ class RawFile(io.RawIOBase):
         self._check_open()
         if not self._open_mode.readable:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
-        data, view = empty_bytes(max(0, self.size() - self._pos))  # read into the bytes returned
-        return bytes_of(data, self.readinto(view) if len(view) else 0)
+        # Read into the bytes returned (no second copy); no backend call at the end of the file.
+        return read_new_bytes(max(0, self.size() - self._pos), lambda view: self.readinto(view) if len(view) else 0)
 
     def _check_access(self, offset: int, length: int) -> None:
         """What every positional call checks first: the handle is open, the range addressable."""
@@ -237,8 +237,7 @@ class RawFile(io.RawIOBase):
         """Read up to ``size`` bytes at ``offset`` (built on :meth:`preadinto`)."""
         self._check_open()
         check_range(offset, size, self.url, "size")
-        data, view = empty_bytes(size)  # read into the bytes returned: no second copy
-        return bytes_of(data, self.preadinto(view, offset))
+        return read_new_bytes(size, lambda view: self.preadinto(view, offset))  # no second copy
 
     # -- io.RawIOBase ----------------------------------------------------------------------
     def readable(self) -> bool:

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from ..errors import InvalidURLError, os_error
 from .base import FileSystem
-from .buffers import HUGE, bytes_of, empty_bytes
+from .buffers import HUGE, bytes_of, empty_bytes, read_new_bytes
 from .file import OpenMode, check_range, readable_bytes, writable_bytes
 from .layout import DEFAULT_LOGICAL_BLOCK_SIZE, posix_block_locations
 from .types import BlockLocation, Capabilities, FileInfo, FileType
@@ -183,8 +183,7 @@ class PosixRawFile(io.FileIO):
                 return data
         # Large (or short: the rest): read straight into the bytes returned, its pages advised
         # huge (hpcbridge.fs.buffers: os.pread's fresh 64 MiB faulted page by page, 5x slower).
-        data, view = empty_bytes(size)
-        return bytes_of(data, self.preadinto(view, offset))
+        return read_new_bytes(size, lambda view: self.preadinto(view, offset))
 
     def map_range(self, offset: int, length: int) -> memoryview:
         """The ``length`` bytes at ``offset`` mapped into memory: a writable view of a private,

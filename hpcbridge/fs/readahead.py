@@ -17,7 +17,7 @@ import concurrent.futures
 import io
 from dataclasses import dataclass
 
-from .buffers import bytes_of, empty_bytes
+from .buffers import read_new_bytes
 from .file import MAX_OFFSET, check_range, writable_bytes
 from .pool import calls_inline
 
@@ -278,8 +278,7 @@ class ReadaheadReader(io.BufferedIOBase):
             self._bytes_fetched += len(data)
             self._pos = self._next_sequential = position + len(data)
             return data
-        data, view = empty_bytes(size)  # read into the bytes returned: no second copy
-        return bytes_of(data, self.readinto(view))
+        return read_new_bytes(size, self.readinto)  # into the bytes returned: no second copy
 
     read1 = read
 

@@ -22,7 +22,7 @@ import io
 import threading
 from collections import OrderedDict
 
-from ..fs.buffers import bytes_of, empty_bytes
+from ..fs.buffers import read_new_bytes
 from ..fs.pool import calls_on_this_thread
 
 __all__ = ["BlockCacheFile", "DEFAULT_BLOCK", "DEFAULT_BLOCKS"]
@@ -116,11 +116,10 @@ class BlockCacheFile(io.RawIOBase):
                 return data
         start = index * self._block
         length = min(self._block, self._size - start)
-        data, view = empty_bytes(length)  # the cached block is the bytes read into, no copy
-        got = self._raw.preadinto(view, start)
-        data = bytes_of(data, got)
+        # The cached block is the bytes read into: no copy.
+        data = read_new_bytes(length, lambda view: self._raw.preadinto(view, start))
         with self._lock:
-            self.fetched.append((start, got))
+            self.fetched.append((start, len(data)))
             self._cache[index] = data
             while len(self._cache) > self._max:
                 self._cache.popitem(last=False)
@@ -151,5 +150,4 @@ class BlockCacheFile(io.RawIOBase):
 
     def pread(self, size: int, offset: int) -> bytes:
         """``size`` bytes at ``offset`` (fewer at the end of the file)."""
-        data, view = empty_bytes(max(0, min(size, self._size - offset)))
-        return bytes_of(data, self.preadinto(view, offset))
+        return read_new_bytes(max(0, min(size, self._size - offset)), lambda view: self.preadinto(view, offset))

@@ -374,13 +374,7 @@ class PlfsReader:
                 handle = self._handles.get(writer)
                 if handle is not None:
                     self._handles.move_to_end(writer)
-                    try:
-                        got = os.preadv(handle.fileno(), [part], physical)
-                    except OSError as exc:
-                        fs, path = self.container.data_log(writer)
-                        raise os_error(exc.errno, fs.url(path), "posix",
-                                       f"a data log of {self.container.url}") from None
-                    if got == len(part):
+                    if self._preadv(writer, handle.fileno(), [part], physical) == len(part):
                         return
             self._read_into(writer, physical, [part])  # first read of the log, or short
             return
@@ -397,6 +391,15 @@ class PlfsReader:
                     raise self._short(writer, got, len(part), physical)
                 return
         self._read_into(writer, physical, [part], sequential=True)
+
+    def _preadv(self, writer: int, fd: int, parts: list, physical: int) -> int:
+        """``os.preadv`` of ``writer``'s data log (descriptor ``fd``, on a kernel file system)
+        into ``parts``, with no per-call checks (the reader made them); errors name the log."""
+        try:
+            return os.preadv(fd, parts, physical)
+        except OSError as exc:
+            fs, path = self.container.data_log(writer)
+            raise os_error(exc.errno, fs.url(path), "posix", f"a data log of {self.container.url}") from None
 
     @staticmethod
     def _read_on(handle, physical: int, parts: list) -> int:
@@ -536,12 +539,7 @@ class PlfsReader:
                 if fd < 0 or len(group) > _IOV_MAX:
                     got = handle.preadvinto(group, position)
                 else:
-                    try:
-                        got = os.preadv(fd, group, position)
-                    except OSError as exc:
-                        fs, path = self.container.data_log(writer)
-                        raise os_error(exc.errno, fs.url(path), "posix",
-                                       f"a data log of {self.container.url}") from None
+                    got = self._preadv(writer, fd, group, position)
                 if got != size:
                     raise self._short(writer, got, size, position)
                 if records is None:
