@@ -290,18 +290,19 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
 
 
-@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.parametrize("threads", ["pool", "shared", "calling"])
 @pytest.mark.parametrize("group", [3000, 4000, 9000, 1 << 20])
-def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group, parallel):
+def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group, threads):
     # Large reads (here every read: SMALL_READ 0) read and check each run a group at a time, on
-    # the pool or on the calling thread; groups smaller than a piece (3000), of a piece (4000),
-    # cutting records of 20 pieces (9000) or of the whole run: every byte reads back, and a
-    # flipped byte is found wherever it falls.
+    # the pool, shared by the calling thread and one pool thread, or on the calling thread;
+    # groups smaller than a piece (3000), of a piece (4000), cutting records of 20 pieces (9000)
+    # or of the whole run: every byte reads back, and a flipped byte is found wherever it falls.
     from hpcbridge.plfs.reader import PlfsReader
 
     monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
     monkeypatch.setattr(PlfsReader, "CHECK_GROUP", group)
-    monkeypatch.setattr(PlfsReader, "PARALLEL_RUNS", parallel)
+    monkeypatch.setattr(PlfsReader, "PARALLEL_RUNS", threads == "pool")
+    monkeypatch.setattr(PlfsReader, "SHARED_READS", threads == "shared")
     fs = plfs()
     path = f"{tmp_path}/ck"
     expected = _checkpoint(fs, path)
@@ -371,6 +372,79 @@ def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, wh
     # returned by that call, before its last byte was read and the record could be checked.
     zeroed = start if where == "inside a call" else logical
     assert data[zeroed:start + size] == bytes(start + size - zeroed)
+
+
+def _spy_on_halves(monkeypatch):
+    """Record each ``_read_runs`` call of a large read: (on the main thread?, writers, bytes)."""
+    import threading
+
+    from hpcbridge.plfs.reader import PlfsReader
+
+    halves = []
+    original = PlfsReader._read_runs
+
+    def spy(self, view, runs):
+        halves.append((threading.current_thread() is threading.main_thread(), {run.writer for run in runs},
+                       sum(run.length for run in runs)))
+        return original(self, view, runs)
+    monkeypatch.setattr(PlfsReader, "_read_runs", spy)
+    monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
+    return halves
+
+
+def test_a_large_read_is_shared_by_the_calling_thread_and_one_pool_thread(tmp_path, monkeypatch):
+    # On a kernel file system a large read's runs are cut in two halves of about equal bytes,
+    # one read and checked on a pool thread and one on the calling thread, so that two cores
+    # copy and check. Every byte reads back; a flipped byte or a short data log in the pool
+    # thread's half fails the read as it would on the calling thread.
+    halves = _spy_on_halves(monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # two cores, wherever this runs
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    size, writers, pieces = 5000, 4, 100  # 2 MB, 4 runs of 500 kB
+    expected = _interleaved(fs, path, size, writers, pieces)
+    buffer = bytearray(len(expected))
+    with fs.open(path, buffering=0) as f:
+        assert f.readinto(buffer) == len(expected) and buffer == expected
+    assert sorted(main for main, _, _ in halves) == [False, True]
+    assert [n for _, _, n in halves] == [2 * pieces * size] * 2
+    first, second = (w for _, w, _ in halves)
+    assert not first & second and len(first | second) == writers
+    pooled = max(next(w for main, w, _ in halves if not main))  # a writer read on the pool thread
+    container = fs.container(path)
+    _, data_log = container.data_log(pooled)
+    raw = bytearray(open(data_log, "rb").read())
+    raw[3 * size + 17] ^= 0x40  # its 4th record
+    open(data_log, "r+b").write(raw)
+    with fs.open(path, buffering=0) as f, \
+            pytest.raises(PlfsCorruptionError, match=rf"{data_log} bytes {3 * size}\.\.{4 * size} "):
+        f.readinto(buffer)
+    with hpcbridge.connect("plfs+file:///", on_corruption="skip").open(path, buffering=0) as f, \
+            pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        assert f.readinto(buffer) == len(expected)
+    damaged = [i for i in range(0, len(expected), size) if buffer[i:i + size] != expected[i:i + size]]
+    assert len(damaged) == 1 and buffer[damaged[0]:damaged[0] + size] == bytes(size)
+    os.truncate(data_log, len(raw) // 2)
+    with fs.open(path, buffering=0) as f, pytest.raises(PlfsCorruptionError, match="shorter than its index"):
+        f.readinto(buffer)
+
+
+def test_a_large_read_stays_on_the_calling_thread_where_the_process_has_one_core(tmp_path, monkeypatch):
+    halves = _spy_on_halves(monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _interleaved(fs, path, 5000, 4, 100)
+    assert fs.read_bytes(path) == expected
+    assert [(main, n) for main, _, n in halves] == [(True, len(expected))]
+
+
+@pytest.mark.parametrize("lengths, cut", [([4, 4, 4, 4], 2), ([1, 1], 1), ([10, 1], 1), ([1, 10], 1),
+                                          ([1, 1, 10], 2), ([10, 1, 1], 1), ([1, 2, 3, 4, 5, 6], 4)])
+def test_runs_are_halved_by_bytes(lengths, cut):
+    from hpcbridge.plfs.reader import _half, _Run
+
+    assert _half([_Run(0, 0, n, []) for n in lengths]) == cut
 
 
 def test_large_reads_of_tiny_records_split_scatter_reads_at_iov_max(tmp_path, monkeypatch):
