@@ -94,6 +94,9 @@ def test_read_paths_runs_every_mode_and_checks_the_bytes(tmp_path, capsys):
                             "--output", str(out)]) == 0
     result = json.loads(out.read_text())
     assert set(result["ratios"]) == {"whole_plfs_vs_posix", "objects_plfs_vs_posix", "read_blocks_vs_fromfile"}
-    assert set(result["untargeted"]) == {"chunks_plfs_vs_posix"}
+    assert set(result["untargeted"]) == {"chunks_plfs_vs_posix", "whole_plfs_1t_vs_posix"}
+    from hpcbridge.plfs.reader import PlfsReader
+
+    assert PlfsReader.SHARED_READS  # whole-plfs-1t put it back
     assert set(result["bounds"]) == {"bound-1t_vs_whole_posix", "bound-2t_vs_whole_posix"}
     assert all(v > 0 for v in result["median_MBps"].values()) and "targets" in capsys.readouterr().out
