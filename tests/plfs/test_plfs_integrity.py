@@ -439,6 +439,58 @@ def test_a_large_read_stays_on_the_calling_thread_where_the_process_has_one_core
     assert [(main, n) for main, _, n in halves] == [(True, len(expected))]
 
 
+def test_a_large_read_takes_no_helper_while_other_large_reads_use_the_cores(tmp_path, monkeypatch):
+    # Two cores: while one read is shared (its helper held back here), a second large read, of
+    # another handle, reads alone on its calling thread; once the first has ended, a third
+    # is shared again. Concurrent readers (Dask tasks on every core) do not oversubscribe.
+    import threading
+
+    from hpcbridge.plfs.reader import PlfsReader
+
+    halves = _spy_on_halves(monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    original = PlfsReader._read_runs
+    release = threading.Event()
+
+    def held(self, view, runs):
+        if threading.current_thread().name.startswith("plfs "):  # the pool thread's half
+            assert release.wait(30)
+        return original(self, view, runs)
+    monkeypatch.setattr(PlfsReader, "_read_runs", held)
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _interleaved(fs, path, 5000, 4, 100)
+    first = threading.Thread(target=lambda: fs.read_bytes(path), name="first")
+    first.start()
+    for _ in range(3000):  # until the first read's caller has done its half
+        if halves:
+            break
+        threading.Event().wait(0.01)
+    with fs.open(path, buffering=0) as f:
+        alone = bytearray(len(expected))
+        assert f.readinto(alone) == len(expected) and alone == expected
+    assert len(halves) == 2 and halves[1][0] and halves[1][2] == len(expected)  # alone, on this thread
+    release.set()
+    first.join(30)
+    assert not first.is_alive() and len(halves) == 3
+    assert fs.read_bytes(path) == expected and len(halves) == 5  # shared again
+
+
+def test_busy_cores_count_readers_and_their_helpers(monkeypatch):
+    from hpcbridge.plfs.reader import _BusyCores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    busy = _BusyCores()
+    with busy.reading(True) as first:
+        with busy.reading(True) as second:
+            assert first and not second  # 1 reader + its helper + 1 reader: no core left
+    with busy.reading(True) as again, busy.reading(False) as unwanted:
+        assert again and not unwanted  # every count given back
+    busy._pid, busy._busy = -1, 5  # as a forked child inherits them: reads of its parent
+    with busy.reading(True) as child:
+        assert child
+
+
 @pytest.mark.parametrize("lengths, cut", [([4, 4, 4, 4], 2), ([1, 1], 1), ([10, 1], 1), ([1, 10], 1),
                                           ([1, 1, 10], 2), ([10, 1, 1], 1), ([1, 2, 3, 4, 5, 6], 4)])
 def test_runs_are_halved_by_bytes(lengths, cut):
