@@ -3,7 +3,8 @@
 A read looks up the pieces of its range in the global index, groups the pieces each writer
 holds contiguously in its data log into runs, reads each run with positional scatter calls
 straight into the caller's buffer (a group of ``CHECK_GROUP`` bytes at a time, checked while in
-cache; for large reads from a remote file system, in parallel on a bounded pool); holes are
+cache; for large reads from a remote file system, in parallel on a bounded pool, from a kernel
+one shared by the calling thread and one pool thread while a core is free); holes are
 zero-filled in place. A read of one object (one piece) is one positional read on a kernel file
 system, and goes through the log's read buffer on a remote one.
 At most ``max_open`` data logs are open at once (PLFS #114 ran out of descriptors on wide
@@ -294,12 +295,13 @@ class PlfsReader:
 
     #: Reads up to this size are served on the calling thread.
     SMALL_READ = 4 << 20
-    #: A larger read's runs go to the reader's pool (True) or stay on the calling thread
-    #: (False); None: by the backing file system. A remote one (HDFS) overlaps round trips on
-    #: the pool; on one that maps files (a kernel one), the kernel's readahead already overlaps
-    #: the I/O and threads only contend for the GIL. Measured here, 128 MiB read in 16 MiB calls
-    #: (medians of 6): warm cache 17.7 ms on the calling thread, 23.3 ms on the pool (plain file
-    #: 8.9); cold cache 53.4 and 79.7 ms (plain 51.0).
+    #: A larger read's runs go to the reader's pool (True) or stay off it (False: the calling
+    #: thread, with one helper, see ``SHARED_READS``); None: by the backing file system. A remote
+    #: one (HDFS) overlaps round trips on the pool; on one that maps files (a kernel one), the
+    #: kernel's readahead already overlaps the I/O and a pool's threads only contend for the GIL.
+    #: Measured here, 128 MiB read in 16 MiB calls (medians of 6): warm cache 17.7 ms on the
+    #: calling thread, 23.3 ms on the pool (plain file 8.9); cold cache 53.4 and 79.7 ms (plain
+    #: 51.0).
     PARALLEL_RUNS: bool | None = None
     #: Where runs stay off the pool (a kernel file system), a large read of several runs is
     #: shared by the calling thread and one pool thread, each taking about half its bytes, while
