@@ -303,6 +303,8 @@ def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monke
     monkeypatch.setattr(PlfsReader, "CHECK_GROUP", group)
     monkeypatch.setattr(PlfsReader, "PARALLEL_RUNS", threads == "pool")
     monkeypatch.setattr(PlfsReader, "SHARED_READS", threads == "shared")
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 1)  # two idle cores, wherever this runs
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     fs = plfs()
     path = f"{tmp_path}/ck"
     expected = _checkpoint(fs, path)
@@ -389,6 +391,7 @@ def _spy_on_halves(monkeypatch):
         return original(self, view, runs)
     monkeypatch.setattr(PlfsReader, "_read_runs", spy)
     monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 1)  # as on an idle machine
     return halves
 
 
@@ -480,6 +483,7 @@ def test_busy_cores_count_readers_and_their_helpers(monkeypatch):
     from hpcbridge.plfs.reader import _BusyCores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 1)  # only this thread ready to run
     busy = _BusyCores()
     with busy.reading(True) as first:
         with busy.reading(True) as second:
@@ -489,6 +493,19 @@ def test_busy_cores_count_readers_and_their_helpers(monkeypatch):
     busy._pid, busy._busy = -1, 5  # as a forked child inherits them: reads of its parent
     with busy.reading(True) as child:
         assert child
+    # Other processes ready to run on every core (MPI ranks reading at once): no helper.
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 2)
+    with busy.reading(True) as crowded:
+        assert not crowded
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 1)
+    with busy.reading(True) as quiet:
+        assert quiet  # the helper not taken was given back
+
+
+def test_runnable_threads_are_read_from_proc_loadavg():
+    from hpcbridge.plfs.reader import _runnable
+
+    assert _runnable() >= 1  # this thread, running
 
 
 @pytest.mark.parametrize("lengths, cut", [([4, 4, 4, 4], 2), ([1, 1], 1), ([10, 1], 1), ([1, 10], 1),
