@@ -516,13 +516,10 @@ class PlfsReader:
                 if writer in self._bad:
                     self._zero_bad(view, _Run(writer, physical, n, [(0, n)]))
                 return n
+            self._zero_holes(view, offset, end, pieces)
+            runs = _runs(pieces, offset)
         else:
-            found = self.index.lookup(offset, end)
-            pieces = tuple(found[k] for k in ("logical", "length", "physical", "writer", "record"))
-            if len(pieces[1]) and int(pieces[1].max()) > self.CHECK_GROUP:
-                pieces = (*pieces[:4], None)  # a piece larger than a check group is read in parts
-        self._zero_holes(view, offset, end, pieces)
-        runs = _runs(pieces, offset)
+            runs = self._plan(view, offset, end)
         if self.verify == "always":
             self._verify_touched(runs)
         if n <= self.SMALL_READ or len(runs) == 1:
@@ -546,6 +543,24 @@ class PlfsReader:
                 else:
                     self._read_runs(view, runs)
         return n
+
+    def _plan(self, view, offset: int, end: int) -> list[_Run]:
+        """The runs of a large read of ``[offset, end)``, holes zeroed in ``view``: from the
+        index's runs directly where they cover the range (:meth:`GlobalIndex.spans`, a regular
+        checkpoint's few runs), else by the range planner over :meth:`GlobalIndex.lookup`."""
+        spans = self.index.spans(offset, end)
+        if spans is not None:
+            limit, shift = self.CHECK_GROUP, (-offset).__add__
+            # A piece larger than a check group is read in parts: its record is then not known.
+            return [_Run(w, physical, length, list(zip(map(shift, logical), lengths)),
+                         records if records is not None and max(lengths) <= limit else None)
+                    for w, physical, length, logical, lengths, records in spans]
+        found = self.index.lookup(offset, end)
+        pieces = tuple(found[k] for k in ("logical", "length", "physical", "writer", "record"))
+        if len(pieces[1]) and int(pieces[1].max()) > self.CHECK_GROUP:
+            pieces = (*pieces[:4], None)  # a piece larger than a check group is read in parts
+        self._zero_holes(view, offset, end, pieces)
+        return _runs(pieces, offset)
 
     def _read_runs(self, view, runs: list[_Run]) -> None:
         for run in runs:

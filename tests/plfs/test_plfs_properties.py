@@ -435,3 +435,66 @@ def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit
             row = index.checks.table[piece[2]]
             assert (int(row["writer"]), int(row["start"]), int(row["end"])) == \
                 (piece[1], piece[0], piece[0] + length), (at, length, piece)
+
+
+def _pieces_of_spans(spans):
+    """The pieces :meth:`GlobalIndex.spans` describes, as lookup lists them."""
+    out = []
+    for writer, physical, length, logical, lengths, records in spans:
+        assert sum(lengths) == length
+        for i, (at, n) in enumerate(zip(logical, lengths)):
+            out.append((at, n, physical, writer, -1 if records is None else records[i]))
+            physical += n
+    return sorted(out)
+
+
+def _check_spans(index, a, b):
+    spans = index.spans(a, b)
+    found = index.lookup(a, b)
+    pieces = sorted(zip(*(found[k].tolist() for k in ("logical", "length", "physical", "writer", "record"))))
+    if spans is None:  # many runs, a hole, or an empty range: lookup plans it
+        assert index._rows is None or b <= a or sum(p[1] for p in pieces) != b - a
+    else:
+        assert _pieces_of_spans(spans) == pieces
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(WRITE, min_size=1, max_size=12),
+       ranges=st.lists(st.tuples(st.integers(0, 4 * MiB), st.integers(0, 4 * MiB)), min_size=1, max_size=8))
+def test_spans_are_the_pieces_lookup_finds(tmp_path, ops, ranges):
+    # The large-read plan from the index's runs (GlobalIndex.spans) against the general one
+    # (lookup): the same pieces, physical offsets, writers and record rows, or no plan.
+    path = f"{tmp_path}/f-{uuid.uuid4().hex}"
+    writers = {}
+    for step, (w, offset, length, _) in enumerate(ops):
+        if w not in writers:
+            writers[w] = hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True)
+        writers[w].pwrite(bytes([step % 251 + 1]) * length, offset)
+    for handle in writers.values():
+        handle.close()
+    fs = hpcbridge.connect("plfs+file:///")
+    index = load_index(fs.container(path))[0]
+    for a, b in ranges:
+        _check_spans(index, *sorted((a, b)))
+
+
+def test_spans_of_an_n1_checkpoint_cut_anywhere(tmp_path):
+    # The N-1 layout (4 writers, 3000 B objects, each written by one call, and a strided
+    # pattern record per writer), ranges that cut pieces at either end, inside one piece, and
+    # past the end of the file.
+    fs = hpcbridge.connect("plfs+file:///")
+    for name, per_call in (("calls", True), ("patterns", False)):
+        path = f"{tmp_path}/{name}"
+        handles = [fs.open_writer(path) for _ in range(4)]
+        for k in range(4 * 50):
+            handles[k % 4].pwrite(bytes([k % 251 + 1]) * 3000, k * 3000)
+            if per_call and k % 4 == 3:
+                for h in handles:
+                    h.flush()
+        for h in handles:
+            h.close()
+        index = load_index(fs.container(path))[0]
+        assert index.spans(0, index.size) is not None
+        for a, b in ((0, index.size), (1, index.size - 1), (2999, 3001), (4500, 4600), (7, 590000),
+                     (3000, 3000), (100, index.size + 5000)):
+            _check_spans(index, a, min(b, index.size))
