@@ -187,9 +187,9 @@ def _runnable() -> int:
 class _BusyCores:
     """Threads of this process busy with large reads on kernel file systems: each reading
     thread and each helper sharing a read count one. A read takes a helper only while that
-    leaves no more busy than the cores the process may run on, and while fewer threads of the
-    machine are ready to run than those cores: concurrent readers (Dask tasks on every core, MPI
-    ranks on every core) then read alone. Measured, 128 MiB: two threads each reading half with
+    leaves no more busy than the cores the process may run on, and while the machine has no
+    more threads ready to run than those cores (this one included): concurrent readers (Dask
+    tasks on every core, MPI ranks on every core) then read alone. Measured, 128 MiB: two threads each reading half with
     a handle of its own, medians of 15, 17.9-19.2 ms alone, 20.4-21.9 ms with a helper each;
     four processes each reading a quarter on two cores, medians of 11, 32.1 against 35.4 ms."""
 
@@ -207,7 +207,7 @@ class _BusyCores:
                 self._pid, self._busy = os.getpid(), 0
             helper = self._busy + 2 <= cores
             self._busy += 1 + helper
-        if helper and _runnable() >= cores:  # other processes use the cores: no helper after all
+        if helper and _runnable() > cores:  # other threads want every core: no helper after all
             with self._lock:
                 if self._pid == os.getpid():
                     self._busy -= 1
