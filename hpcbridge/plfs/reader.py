@@ -1,7 +1,8 @@
 """Reading a container: global index once, then data from the writers' logs, checked.
 
 A read looks up the pieces of its range in the global index, groups the pieces each writer
-holds contiguously in its data log into runs, reads each run with positional scatter calls
+holds contiguously in its data log into runs (a large read of a regular checkpoint takes them
+from the index's runs directly), reads each run with positional scatter calls
 straight into the caller's buffer (a group of ``CHECK_GROUP`` bytes at a time, checked while in
 cache; for large reads from a remote file system, in parallel on a bounded pool, from a kernel
 one shared by the calling thread and one pool thread while a core is free); holes are
