@@ -658,7 +658,7 @@ class PlfsReader:
 
         The log is taken once for the run; on a kernel file system each group is one ``preadv``
         on its descriptor (the parts are slices of the caller's buffer, checked at the read's
-        entry). Where the index knows each part's record (:meth:`GlobalIndex.lookup`), a
+        entry). Where the index knows each part's record (:meth:`GlobalIndex.spans`, ``lookup``), a
         group's records are checked by :meth:`_check_records` with no search. A 128 MiB read
         has 256 groups: their bookkeeping had cost more than their CRCs."""
         writer = run.writer
