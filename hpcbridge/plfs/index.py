@@ -221,6 +221,20 @@ class Checks:
         return out
 
 
+def _touching(rows: list, start: int, end: int):
+    """``(j, row, k_lo, k_hi)`` for each run ``rows[j]`` (``(logical, length, physical, stride,
+    count, writer)``) with pieces ``k_lo..k_hi`` intersecting ``[start, end)``."""
+    for j, row in enumerate(rows):
+        L, ln, _, st, ct, _ = row
+        if st:
+            k_lo = max((start - L - ln) // st + 1, 0)
+            k_hi = min((end - L - 1) // st, ct - 1)
+            if k_hi >= k_lo:
+                yield j, row, k_lo, k_hi
+        elif L < end and L + ln > start:
+            yield j, row, 0, 0
+
+
 @dataclass
 class GlobalIndex:
     """The resolved, compressed index of a container, what it maps, and its data checksums."""
@@ -301,15 +315,8 @@ class GlobalIndex:
             return None
         out = []
         covered = 0
-        for j, (L, ln, P, st, ct, w) in enumerate(rows):
-            if st:
-                k_lo = max((start - L - ln) // st + 1, 0)
-                k_hi = min((end - L - 1) // st, ct - 1)
-            elif L < end and L + ln > start:
-                k_lo = k_hi = 0
-            else:
-                continue
-            if k_hi < k_lo or not ln:
+        for j, (L, ln, P, st, ct, w), k_lo, k_hi in _touching(rows, start, end):
+            if not ln:
                 continue
             first, last = L + k_lo * st, L + k_hi * st
             logical = list(range(first, last + 1, st)) if st else [first]
@@ -342,14 +349,7 @@ class GlobalIndex:
             p = self.lookup(start, end)
             return list(zip(*(p[k].tolist() for k in ("logical", "length", "physical", "writer"))))
         out = []
-        for j, (L, ln, P, st, ct, w) in enumerate(self._rows):
-            if st:
-                k_lo = max((start - L - ln) // st + 1, 0)
-                k_hi = min((end - L - 1) // st, ct - 1)
-            elif L < end and L + ln > start:
-                k_lo = k_hi = 0
-            else:
-                continue
+        for j, (L, ln, P, st, ct, w), k_lo, k_hi in _touching(self._rows, start, end):
             for k in range(k_lo, k_hi + 1):
                 lo = L + k * st
                 a, b = max(lo, start), min(lo + ln, end)
