@@ -334,7 +334,7 @@ class GlobalIndex:
                 lengths[-1] = end - logical[-1]
                 if records is not None:
                     records[-1] = -1
-            length = (k_hi - k_lo + 1) * ln - (physical - P - k_lo * ln) - (last + ln - min(last + ln, end))
+            length = sum(lengths)
             covered += length
             out.append((w, physical, length, logical, lengths, records))
         if covered != end - start:
