@@ -244,7 +244,7 @@ def _share(runs: list[_Run], helper: float) -> tuple[list[_Run], list[_Run]]:
             break
         done += run.length
     # Between runs: before run i or after it.
-    best, cut = (abs(target - done), (i, None)), None
+    best = (abs(target - done), (i, None))
     if i + 1 < len(runs) and abs(done + run.length - target) < best[0]:
         best = (abs(done + run.length - target), (i + 1, None))
     rows = run.records
@@ -355,9 +355,8 @@ class PlfsReader:
     #: 51.0).
     PARALLEL_RUNS: bool | None = None
     #: Where runs stay off the pool (a kernel file system), a large read of several runs is
-    #: shared by the calling thread and one pool thread, each taking about half its bytes, while
-    #: this process has a core that no other large read uses (:class:`_BusyCores`): the copies
-    #: and CRCs release the GIL.
+    #: shared by the calling thread and one pool thread (``HELPER_SHARE`` of its bytes) while a
+    #: core is free for it (:class:`_BusyCores`): the copies and CRCs release the GIL.
     SHARED_READS = True
     #: The helper's share of a shared read's bytes: a little under half, as it starts a thread
     #: wake-up after the calling thread, which would otherwise sleep until it ends and take a
@@ -571,8 +570,8 @@ class PlfsReader:
         else:
             with _LARGE_READS.reading(self.SHARED_READS) as shared:
                 if shared:
-                    # Half the runs' bytes on one pool thread, half on this one: their copies from
-                    # the page cache and their CRCs release the GIL, so two cores each take half.
+                    # About half the runs' bytes on one pool thread, the rest on this one: their
+                    # copies from the page cache and their CRCs release the GIL: two cores share.
                     mine, theirs = _share(runs, self.HELPER_SHARE)
                     helper = self._pool.submit(self._read_runs, view, theirs)
                     try:
