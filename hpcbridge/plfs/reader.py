@@ -198,9 +198,10 @@ class _BusyCores:
     thread and each helper sharing a read count one. A read takes a helper only while that
     leaves no more busy than the cores the process may run on, and while the machine has no
     more threads ready to run than those cores (this one included): concurrent readers (Dask
-    tasks on every core, MPI ranks on every core) then read alone. Measured, 128 MiB: two threads each reading half with
-    a handle of its own, medians of 15, 17.9-19.2 ms alone, 20.4-21.9 ms with a helper each;
-    four processes each reading a quarter on two cores, medians of 11, 32.1 against 35.4 ms."""
+    tasks on every core, MPI ranks on every core) then read alone. Measured, 128 MiB: two
+    threads each reading half with a handle of its own, medians of 15, 17.9-19.2 ms alone,
+    20.4-21.9 ms with a helper each; four processes each reading a quarter on two cores,
+    medians of 11, 32.1 against 35.4 ms."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -211,16 +212,13 @@ class _BusyCores:
     def reading(self, want_helper: bool):
         """Count this thread while it reads; yields whether it may take a helper (counted too)."""
         cores = len(os.sched_getaffinity(0)) if want_helper else 0
+        if cores and _runnable() > cores:  # other threads want every core
+            cores = 0
         with self._lock:
             if self._pid != os.getpid():  # a forked child inherits no reads in flight
                 self._pid, self._busy = os.getpid(), 0
             helper = self._busy + 2 <= cores
             self._busy += 1 + helper
-        if helper and _runnable() > cores:  # other threads want every core: no helper after all
-            with self._lock:
-                if self._pid == os.getpid():
-                    self._busy -= 1
-            helper = False
         try:
             yield helper
         finally:
@@ -243,20 +241,21 @@ def _share(runs: list[_Run], helper: float) -> tuple[list[_Run], list[_Run]]:
         if done + run.length >= target:
             break
         done += run.length
-    # Between runs: before run i or after it.
-    best = (abs(target - done), (i, None))
-    if i + 1 < len(runs) and abs(done + run.length - target) < best[0]:
-        best = (abs(done + run.length - target), (i + 1, None))
+    # (distance from the target, run index, part of that run to cut before or None): between
+    # runs, before run i or after it, or inside run i at its first boundary past the target.
+    candidates = [(abs(target - done), i, None)]
+    if i + 1 < len(runs):
+        candidates.append((abs(done + run.length - target), i + 1, None))
     rows = run.records
     if rows is not None and len(rows) > 1:
         at = done
         for k, (_, length) in enumerate(run.segments[:-1]):
             at += length
             if at >= target:
-                if rows[k] >= 0 and rows[k + 1] >= 0 and abs(at - target) < best[0]:
-                    best = (abs(at - target), (i, k + 1))
+                if rows[k] >= 0 and rows[k + 1] >= 0:
+                    candidates.append((abs(at - target), i, k + 1))
                 break
-    i, cut = best[1]
+    _, i, cut = min(candidates, key=lambda candidate: candidate[0])  # the first of equals
     if cut is None:
         i = min(max(i, 1), len(runs) - 1)  # each side gets a run
         return runs[:i], runs[i:]
