@@ -266,6 +266,7 @@ class GlobalIndex:
             # Per run, the checks row of its first piece's record when each piece is one
             # record (else -1): a one-object read then finds its CRC with no search.
             self._records = [self.checks.rows_of_pieces(w, P, ln, ct) for _, ln, P, _, ct, w in self._rows]
+        self._lanes = self._find_lanes()
         #: The same per run as an array, for :meth:`lookup` (None beyond 64 runs: not computed).
         self._record_of_run = None if self._rows is None else np.array(self._records, dtype=np.int64)
 
@@ -275,12 +276,22 @@ class GlobalIndex:
         use :meth:`lookup_list`). ``record``: the row in :attr:`checks` of the record that is
         exactly the bytes read, where the run's pieces are its records (else -1).
 
-        The run of the last hit is tried first, then the ones after it: reading a strided N-1
-        file object by object visits the writers' runs in turn.
+        In an N-1 strided file (:meth:`_find_lanes`) the run holding ``start`` is computed;
+        elsewhere, or where that run does not hold the read, the run of the last hit is tried
+        first, then the ones after it.
         """
         rows = self._rows
         if not rows or end <= start:
             return None
+        lanes = self._lanes
+        if lanes is not None and start >= lanes[0]:
+            first, unit, stride, lane_rows = lanes
+            k, within = divmod(start - first, stride)
+            j = lane_rows[within // unit]
+            L, ln, P, st, ct, w = rows[j]
+            lo = L + k * st
+            if k < ct and end <= lo + ln:
+                return self._piece(j, k, lo, start, end)
         count = len(rows)
         first = self._hint
         for step in range(count):
@@ -294,10 +305,33 @@ class GlobalIndex:
             lo = L + k * st
             if k < ct and end <= lo + ln:
                 self._hint = j
-                record = self._records[j]
-                return P + k * ln + (start - lo), w, (record + k if record >= 0 and start == lo
-                                                      and end == lo + ln else -1)
+                return self._piece(j, k, lo, start, end)
         return None
+
+    def _piece(self, j: int, k: int, lo: int, start: int, end: int) -> tuple[int, int, int]:
+        """:meth:`piece_of`'s answer for ``[start, end)`` inside piece ``k`` of run ``j``,
+        which begins at logical ``lo``."""
+        _, ln, P, _, _, w = self._rows[j]
+        record = self._records[j]
+        return P + k * ln + (start - lo), w, (record + k if record >= 0 and start == lo and end == lo + ln else -1)
+
+    def _find_lanes(self) -> tuple[int, int, int, list[int]] | None:
+        """``(first, unit, stride, rows)`` where the runs include an N-1 strided layout: ``m``
+        runs of ``unit``-byte pieces every ``stride = m * unit`` bytes, run ``i`` starting at
+        ``first + i * unit`` (the LANL pattern: one run per rank); ``rows[i]`` is run ``i``'s
+        row. Byte ``x`` past ``first`` is then in run ``rows[(x - first) % stride // unit]``,
+        if anywhere among these runs: a read of one object finds its run with no search.
+        Pieces of resolved runs are disjoint, so a run found so holds the only answer; other
+        runs (a tail, an overwrite) are found by :meth:`piece_of`'s search. None otherwise."""
+        rows = self._rows
+        if not rows:
+            return None
+        first, unit, _, stride, _, _ = min(rows)
+        if unit <= 0 or stride <= 0 or stride % unit or stride // unit > len(rows):  # a lane per run
+            return None
+        at = {L: j for j, (L, ln, _, st, _, _) in enumerate(rows) if ln == unit and st == stride}
+        lane_rows = [at.get(first + i * unit) for i in range(stride // unit)]
+        return None if None in lane_rows else (first, unit, stride, lane_rows)
 
     def spans(self, start: int, end: int) -> list[tuple] | None:
         """What each run of the index holds of ``[start, end)``, where the index has at most 64

@@ -498,3 +498,38 @@ def test_spans_of_an_n1_checkpoint_cut_anywhere(tmp_path):
         for a, b in ((0, index.size), (1, index.size - 1), (2999, 3001), (4500, 4600), (7, 590000),
                      (3000, 3000), (100, index.size + 5000)):
             _check_spans(index, a, min(b, index.size))
+
+
+def test_piece_of_computes_the_run_of_an_n1_layout(tmp_path):
+    # An N-1 layout (4 writers, 3000 B objects), a short last object, and a late writer that
+    # overwrites inside one rank's objects: the rank runs are found as lanes, and every
+    # one-object read (and a few that cross objects or hit the overwrite) answers as the
+    # general lookup does, through the lanes, the search after them, or neither.
+    fs = hpcbridge.connect("plfs+file:///")
+    for name, overwrite in (("plain", None), ("overwritten", (9 * 3000 + 100, 500))):
+        path = f"{tmp_path}/{name}"
+        handles = [fs.open_writer(path) for _ in range(4)]
+        for k in range(4 * 6 + 1):
+            handles[k % 4].pwrite(bytes([k % 251 + 1]) * (3000 if k < 24 else 1234), k * 3000)
+        for h in handles:
+            h.close()
+        if overwrite is not None:
+            with fs.open_writer(path) as late:
+                late.pwrite(b"\xee" * overwrite[1], overwrite[0])
+        index = load_index(fs.container(path))[0]
+        assert index._lanes is not None and index._lanes[1:3] == (3000, 12000), index._lanes
+        for at, length in [*((k * 3000, 3000) for k in range(25)), (24 * 3000, 1234), (2999, 2), (9 * 3000, 100),
+                           (9 * 3000 + 100, 500), (9 * 3000 + 600, 2400), (1, 2998), (9 * 3000, 3000)]:
+            found = index.lookup_list(at, at + length)
+            whole = len(found) == 1 and found[0][:2] == (at, length)
+            piece = index.piece_of(at, at + length)
+            assert (piece and piece[:2]) == (found[0][2:] if whole else None), (name, at, length, found)
+    # Objects of two sizes: no lanes, the search alone answers.
+    path = f"{tmp_path}/uneven"
+    with fs.open_writer(path) as a, fs.open_writer(path) as b:
+        a.pwrite(b"a" * 100, 0)
+        b.pwrite(b"b" * 300, 100)
+        a.pwrite(b"a" * 100, 400)
+    index = load_index(fs.container(path))[0]
+    assert index._lanes is None
+    assert index.piece_of(100, 400)[:2] == index.lookup_list(100, 400)[0][2:]
