@@ -345,6 +345,10 @@ class PlfsReader:
 
     #: Reads up to this size are served on the calling thread.
     SMALL_READ = 4 << 20
+    #: Reads of several pieces from this size up (copies' 1 MiB calls, a mount's requests) are
+    #: planned from the index's runs like large ones: 128 MiB read in 1 MiB calls, 22.6 -> 18.1 ms
+    #: (plain file 9.4); in 256 KiB calls 38.8 -> 32.1 ms; 47001 B across two objects, 23.0 -> 20.9 us.
+    PLANNED_READ = 32 << 10
     #: A larger read's runs go to the reader's pool (True) or stay off it (False: the calling
     #: thread, with one helper, see ``SHARED_READS``); None: by the backing file system. A remote
     #: one (HDFS) overlaps round trips on the pool; on one that maps files (a kernel one), the
@@ -532,7 +536,10 @@ class PlfsReader:
         if n <= self.SMALL_READ:
             alone = self.verify != "always"  # a one-piece read may be read and checked on its own
             piece = self.index.piece_of(offset, end) if alone else None
-            if piece is None:
+            # A read of many pieces (1 MiB calls of a copy, a mount's requests) planned from the
+            # index's runs, where they cover it, as a large read is.
+            runs = self._spans(offset, end) if piece is None and n >= self.PLANNED_READ else None
+            if piece is None and runs is None:
                 pieces = self.index.lookup_list(offset, end)
                 if alone and len(pieces) == 1 and pieces[0][1] == n:  # many runs: no piece_of
                     piece = (*pieces[0][2:], -1)
@@ -553,8 +560,9 @@ class PlfsReader:
                 if writer in self._bad:
                     self._zero_bad(view, _Run(writer, physical, n, [(0, n)]))
                 return n
-            self._zero_holes(view, offset, end, pieces)
-            runs = _runs(pieces, offset)
+            if runs is None:
+                self._zero_holes(view, offset, end, pieces)
+                runs = _runs(pieces, offset)
         else:
             runs = self._plan(view, offset, end)
         if self.verify == "always":
@@ -585,19 +593,27 @@ class PlfsReader:
         """The runs of a large read of ``[offset, end)``, holes zeroed in ``view``: from the
         index's runs directly where they cover the range (:meth:`GlobalIndex.spans`, a regular
         checkpoint's few runs), else by the range planner over :meth:`GlobalIndex.lookup`."""
-        spans = self.index.spans(offset, end)
-        if spans is not None:
-            limit, shift = self.CHECK_GROUP, (-offset).__add__
-            # A piece larger than a check group is read in parts: its record is then not known.
-            return [_Run(w, physical, length, list(zip(map(shift, logical), lengths)),
-                         records if records is not None and max(lengths) <= limit else None)
-                    for w, physical, length, logical, lengths, records in spans]
+        runs = self._spans(offset, end)
+        if runs is not None:
+            return runs
         found = self.index.lookup(offset, end)
         pieces = tuple(found[k] for k in ("logical", "length", "physical", "writer", "record"))
         if len(pieces[1]) and int(pieces[1].max()) > self.CHECK_GROUP:
             pieces = (*pieces[:4], None)  # a piece larger than a check group is read in parts
         self._zero_holes(view, offset, end, pieces)
         return _runs(pieces, offset)
+
+    def _spans(self, offset: int, end: int) -> list[_Run] | None:
+        """The runs of ``[offset, end)`` from :meth:`GlobalIndex.spans` (no hole to zero), or
+        None where that does not apply."""
+        spans = self.index.spans(offset, end)
+        if spans is None:
+            return None
+        limit, shift = self.CHECK_GROUP, (-offset).__add__
+        # A piece larger than a check group is read in parts: its record is then not known.
+        return [_Run(w, physical, length, list(zip(map(shift, logical), lengths)),
+                     records if records is not None and max(lengths) <= limit else None)
+                for w, physical, length, logical, lengths, records in spans]
 
     def _read_runs(self, view, runs: list[_Run]) -> None:
         for run in runs:
@@ -647,13 +663,14 @@ class PlfsReader:
         not in the file, a strided pattern, are one scatter read), verify what it covers whole,
         and zero what it holds of data skipped as corrupt."""
         parts = [view[at:at + length] for at, length in run.segments]
-        if sequential or self.verify != "auto" or run.length <= self.CHECK_GROUP:
+        if sequential or self.verify != "auto" or (run.length <= self.CHECK_GROUP and run.records is None):
             self._read_into(run.writer, run.start, parts, sequential, run.length)
             if self.verify == "auto":
                 self._verify_run(run.writer, run.start, run.start + run.length, _Parts(parts))
         else:
             # A group at a time: its records are summed while the bytes are still in the core's
-            # cache, instead of being fetched from memory a second time.
+            # cache, instead of being fetched from memory a second time; where the records are
+            # known (even in a run of one group), checked by their rows with no search.
             self._read_groups(run, parts)
         if run.writer in self._bad:
             self._zero_bad(view, run)

@@ -379,11 +379,16 @@ SMALL_READS = st.lists(st.tuples(st.integers(0, 40_000), st.integers(1, 3000)), 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writers=st.integers(1, 4), unit=st.integers(1, 700), objects=st.integers(1, 12),
        overwrites=st.lists(st.tuples(st.integers(0, 20_000), st.integers(1, 900)), max_size=3),
-       reads=SMALL_READS, owner=st.integers(0, 3), verify=st.sampled_from(["auto", "always", "never"]))
-@example(writers=4, unit=47, objects=12, overwrites=[], reads=[(46, 2), (93, 95), (0, 47)], owner=1, verify="auto")
+       reads=SMALL_READS, owner=st.integers(0, 3), verify=st.sampled_from(["auto", "always", "never"]),
+       planned=st.sampled_from([None, 1]))
+@example(writers=4, unit=47, objects=12, overwrites=[], reads=[(46, 2), (93, 95), (0, 47)], owner=1, verify="auto",
+         planned=1)
 def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit, objects, overwrites, reads,
-                                                         owner, verify):
+                                                         owner, verify, planned):
+    # planned=1: every read of several pieces is planned from the index's runs where they
+    # cover it (PLANNED_READ), as reads of 32 KiB and more are.
     from hpcbridge.plfs import writer as plfs_writer
+    from hpcbridge.plfs.reader import PlfsReader
 
     plfs_writer.MAX_RECORD_SPAN, saved_span = 5 * unit + 3, plfs_writer.MAX_RECORD_SPAN  # several records
     try:
@@ -409,6 +414,27 @@ def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit
     finally:
         plfs_writer.MAX_RECORD_SPAN = saved_span
     owner %= writers
+    PlfsReader.PLANNED_READ, saved_planned = planned or PlfsReader.PLANNED_READ, PlfsReader.PLANNED_READ
+    try:
+        _read_back_strided(url, model, writers, unit, objects, owner, reads, verify)
+    finally:
+        PlfsReader.PLANNED_READ = saved_planned
+    # The one-piece lookup against the general one: a piece, exactly when one piece covers it all.
+    index, _ = load_index(hpcbridge.connect("plfs+file:///").container(path))
+    for at, length in [*reads, *((i * unit, unit) for i in range(writers * objects)), (0, len(model))]:
+        found = index.lookup_list(at, at + length)
+        whole = len(found) == 1 and found[0][:2] == (at, length)
+        piece = index.piece_of(at, at + length)
+        assert (piece and piece[:2]) == (found[0][2:] if whole else None), (at, length, found)
+        if piece is not None and piece[2] >= 0:  # the record it names is exactly the bytes read
+            row = index.checks.table[piece[2]]
+            assert (int(row["writer"]), int(row["start"]), int(row["end"])) == \
+                (piece[1], piece[0], piece[0] + length), (at, length, piece)
+
+
+def _read_back_strided(url, model, writers, unit, objects, owner, reads, verify):
+    """Read the strided layout back: ``owner``'s objects and the byte pairs just past them, the
+    ``reads``, then every object in logical order in a fresh handle, against ``model``."""
     with hpcbridge.plfs.open(url, "rb", verify=verify) as f:
         buf = bytearray(unit)
         for i in range(objects):
@@ -424,17 +450,6 @@ def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit
     with hpcbridge.plfs.open(url, "rb", verify=verify) as f:
         for at in range(0, len(model), unit):
             assert f.pread(unit, at) == bytes(model[at:at + unit]), at
-    # The one-piece lookup against the general one: a piece, exactly when one piece covers it all.
-    index, _ = load_index(hpcbridge.connect("plfs+file:///").container(path))
-    for at, length in [*reads, *((i * unit, unit) for i in range(writers * objects)), (0, len(model))]:
-        found = index.lookup_list(at, at + length)
-        whole = len(found) == 1 and found[0][:2] == (at, length)
-        piece = index.piece_of(at, at + length)
-        assert (piece and piece[:2]) == (found[0][2:] if whole else None), (at, length, found)
-        if piece is not None and piece[2] >= 0:  # the record it names is exactly the bytes read
-            row = index.checks.table[piece[2]]
-            assert (int(row["writer"]), int(row["start"]), int(row["end"])) == \
-                (piece[1], piece[0], piece[0] + length), (at, length, piece)
 
 
 def _pieces_of_spans(spans):
