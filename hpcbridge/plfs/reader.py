@@ -196,12 +196,14 @@ def _runnable() -> int:
 class _BusyCores:
     """Threads of this process busy with large reads on kernel file systems: each reading
     thread and each helper sharing a read count one. A read takes a helper only while that
-    leaves no more busy than the cores the process may run on, and while the machine has no
-    more threads ready to run than those cores (this one included): concurrent readers (Dask
-    tasks on every core, MPI ranks on every core) then read alone. Measured, 128 MiB: two
-    threads each reading half with a handle of its own, medians of 15, 17.9-19.2 ms alone,
-    20.4-21.9 ms with a helper each; four processes each reading a quarter on two cores,
-    medians of 11, 32.1 against 35.4 ms."""
+    leaves no more busy than the cores the process may run on, and while the machine has fewer
+    threads ready to run than those cores (this one included), so that a core is idle for the
+    helper: concurrent readers (Dask tasks on every core, MPI ranks on every core), or another
+    process computing on the other core, then read alone. Measured, 128 MiB: two threads each
+    reading half with a handle of its own, medians of 15, 17.9-19.2 ms alone, 20.4-21.9 ms with
+    a helper each; four processes each reading a quarter on two cores, medians of 11, 32.1
+    against 35.4 ms; one reader while another process spins on the second of two cores,
+    medians of 13, 18.4 ms with a helper, 17.2 alone."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -212,7 +214,7 @@ class _BusyCores:
     def reading(self, want_helper: bool):
         """Count this thread while it reads; yields whether it may take a helper (counted too)."""
         cores = len(os.sched_getaffinity(0)) if want_helper else 0
-        if cores and _runnable() > cores:  # other threads want every core
+        if cores and _runnable() >= cores:  # no core idle for a helper
             cores = 0
         with self._lock:
             if self._pid != os.getpid():  # a forked child inherits no reads in flight

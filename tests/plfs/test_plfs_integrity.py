@@ -503,14 +503,15 @@ def test_busy_cores_count_readers_and_their_helpers(monkeypatch):
     busy._pid, busy._busy = -1, 5  # as a forked child inherits them: reads of its parent
     with busy.reading(True) as child:
         assert child
-    # Other threads ready to run on every core (MPI ranks reading at once): no helper. One
-    # other (a daemon's thread waking up) leaves one core to the helper.
-    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 3)
-    with busy.reading(True) as crowded:
-        assert not crowded
-    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 2)
-    with busy.reading(True) as one_other:
-        assert one_other  # and the helper not taken before was given back
+    # As many threads ready to run as cores, this one included (MPI ranks reading at once,
+    # another process computing on the other core): no core is idle for a helper.
+    for ready in (3, 2):
+        monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda ready=ready: ready)
+        with busy.reading(True) as crowded:
+            assert not crowded
+    monkeypatch.setattr("hpcbridge.plfs.reader._runnable", lambda: 1)
+    with busy.reading(True) as alone:
+        assert alone  # and the helper not taken before was given back
 
 
 def test_runnable_threads_are_read_from_proc_loadavg():
