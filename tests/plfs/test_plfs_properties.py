@@ -422,14 +422,21 @@ def test_small_reads_of_a_strided_layout_match_the_model(tmp_path, writers, unit
     # The one-piece lookup against the general one: a piece, exactly when one piece covers it all.
     index, _ = load_index(hpcbridge.connect("plfs+file:///").container(path))
     for at, length in [*reads, *((i * unit, unit) for i in range(writers * objects)), (0, len(model))]:
-        found = index.lookup_list(at, at + length)
-        whole = len(found) == 1 and found[0][:2] == (at, length)
-        piece = index.piece_of(at, at + length)
-        assert (piece and piece[:2]) == (found[0][2:] if whole else None), (at, length, found)
+        piece = _piece_of_as_lookup_finds(index, at, length)
         if piece is not None and piece[2] >= 0:  # the record it names is exactly the bytes read
             row = index.checks.table[piece[2]]
             assert (int(row["writer"]), int(row["start"]), int(row["end"])) == \
                 (piece[1], piece[0], piece[0] + length), (at, length, piece)
+
+
+def _piece_of_as_lookup_finds(index, at: int, length: int):
+    """``index.piece_of`` of ``length`` bytes at ``at``, asserted to be a piece exactly when
+    the general lookup finds one piece covering them all; returns it."""
+    found = index.lookup_list(at, at + length)
+    whole = len(found) == 1 and found[0][:2] == (at, length)
+    piece = index.piece_of(at, at + length)
+    assert (piece and piece[:2]) == (found[0][2:] if whole else None), (at, length, found)
+    return piece
 
 
 def _read_back_strided(url, model, writers, unit, objects, owner, reads, verify):
@@ -535,10 +542,7 @@ def test_piece_of_computes_the_run_of_an_n1_layout(tmp_path):
         assert index._lanes is not None and index._lanes[1:3] == (3000, 12000), index._lanes
         for at, length in [*((k * 3000, 3000) for k in range(25)), (24 * 3000, 1234), (2999, 2), (9 * 3000, 100),
                            (9 * 3000 + 100, 500), (9 * 3000 + 600, 2400), (1, 2998), (9 * 3000, 3000)]:
-            found = index.lookup_list(at, at + length)
-            whole = len(found) == 1 and found[0][:2] == (at, length)
-            piece = index.piece_of(at, at + length)
-            assert (piece and piece[:2]) == (found[0][2:] if whole else None), (name, at, length, found)
+            _piece_of_as_lookup_finds(index, at, length)
     # Objects of two sizes: no lanes, the search alone answers.
     path = f"{tmp_path}/uneven"
     with fs.open_writer(path) as a, fs.open_writer(path) as b:
