@@ -333,12 +333,13 @@ class GlobalIndex:
         lane_rows = [at.get(first + i * unit) for i in range(stride // unit)]
         return None if None in lane_rows else (first, unit, stride, lane_rows)
 
-    def spans(self, start: int, end: int) -> list[tuple] | None:
+    def spans(self, start: int, end: int, base: int = 0) -> list[tuple] | None:
         """What each run of the index holds of ``[start, end)``, where the index has at most 64
         runs and they cover the range whole (no hole): ``(writer, physical, length, logical
         offsets, lengths, records)``, the pieces of one run being consecutive bytes of its
         writer's log (piece k of a run at ``physical + k * length``). ``logical offsets`` are
-        each piece's, ``lengths`` its clipped length, ``records`` the checks row of each whole
+        each piece's, less ``base`` (a reader passes the read's offset: they are then places
+        in its buffer), ``lengths`` its clipped length, ``records`` the checks row of each whole
         piece that is one record (else -1; None where the run's pieces are not records). None
         where this does not apply: :meth:`lookup` then.
 
@@ -353,19 +354,19 @@ class GlobalIndex:
             if not ln:
                 continue
             first, last = L + k_lo * st, L + k_hi * st
-            logical = list(range(first, last + 1, st)) if st else [first]
+            logical = list(range(first - base, last - base + 1, st)) if st else [first - base]
             lengths = [ln] * len(logical)
             record = self._records[j]
             records = list(range(record + k_lo, record + k_hi + 1)) if record >= 0 else None
             physical = P + k_lo * ln
             if first < start:  # the first piece begins before the range
                 cut = start - first
-                logical[0], lengths[0] = start, ln - cut
+                logical[0], lengths[0] = start - base, ln - cut
                 physical += cut
                 if records is not None:
                     records[0] = -1
             if last + ln > end:  # the last piece ends after it
-                lengths[-1] = end - logical[-1]
+                lengths[-1] = end - base - logical[-1]
                 if records is not None:
                     records[-1] = -1
             length = sum(lengths)

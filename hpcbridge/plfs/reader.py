@@ -363,11 +363,12 @@ class PlfsReader:
     #: shared by the calling thread and one pool thread (``HELPER_SHARE`` of its bytes) while a
     #: core is free for it (:class:`_BusyCores`): the copies and CRCs release the GIL.
     SHARED_READS = True
-    #: The helper's share of a shared read's bytes: a little under half, as it starts a thread
-    #: wake-up after the calling thread, which would otherwise sleep until it ends and take a
-    #: second wake-up. 128 MiB read in 16 MiB calls, halves of 1.04 and 1.08 ms: the calling
-    #: thread waited 0.11 ms a call for the helper.
-    HELPER_SHARE = 0.48
+    #: The helper's share of a shared read's bytes. It starts a thread wake-up (about 20 us)
+    #: after the calling thread, but the calling thread also plans the read: 128 MiB read in 16
+    #: MiB calls with a share of 0.48, the calling thread's part took 1175 us a call and the
+    #: helper's 1079 us (medians of 160), so the calling thread ended last; with half each
+    #: neither waits long for the other.
+    HELPER_SHARE = 0.5
     #: Bytes of a large read's run read and checked at a time: the CRC finds them still in the
     #: core's cache (2 MiB of L2 here). 128 MiB whole-file read, checked: 16.6-17.1 ms, against
     #: 19.1-19.2 ms reading each run whole, then summing it.
@@ -608,14 +609,14 @@ class PlfsReader:
     def _spans(self, offset: int, end: int) -> list[_Run] | None:
         """The runs of ``[offset, end)`` from :meth:`GlobalIndex.spans` (no hole to zero), or
         None where that does not apply."""
-        spans = self.index.spans(offset, end)
+        spans = self.index.spans(offset, end, base=offset)
         if spans is None:
             return None
-        limit, shift = self.CHECK_GROUP, (-offset).__add__
+        limit = self.CHECK_GROUP
         # A piece larger than a check group is read in parts: its record is then not known.
-        return [_Run(w, physical, length, list(zip(map(shift, logical), lengths)),
+        return [_Run(w, physical, length, list(zip(at, lengths)),
                      records if records is not None and max(lengths) <= limit else None)
-                for w, physical, length, logical, lengths, records in spans]
+                for w, physical, length, at, lengths, records in spans]
 
     def _read_runs(self, view, runs: list[_Run]) -> None:
         for run in runs:
@@ -625,7 +626,10 @@ class PlfsReader:
         """Wait for the pool's part of a read of ``n`` bytes at ``offset``; raise its error."""
         # Every run ends before the read returns or raises: none may write into the caller's
         # buffer afterwards. Each backend call inside has its own timeout; this bounds the rest.
-        _, pending = concurrent.futures.wait(futures, timeout=self.READ_TIMEOUT)
+        if all(future.done() for future in futures):  # the helper's share of a large read, mostly
+            pending = None
+        else:
+            _, pending = concurrent.futures.wait(futures, timeout=self.READ_TIMEOUT)
         if pending:
             raise TimeoutError(errno.ETIMEDOUT, f"read of {n} bytes at {offset} did not finish within "
                                                 f"{self.READ_TIMEOUT:g} s", self.container.url)
@@ -688,6 +692,8 @@ class PlfsReader:
         has 256 groups: their bookkeeping had cost more than their CRCs."""
         writer = run.writer
         records = run.records  # no part is larger than a group where it is known (readinto)
+        lo, hi, check = self._consecutive(records)
+        sums: list[int] = []  # CRCs of the parts from ``lo`` on, summed group by group
         handle = self._handle(writer)
         try:
             fd = handle.fileno() if self._kernel else -1
@@ -699,14 +705,45 @@ class PlfsReader:
                     got = self._preadv(writer, fd, group, position)
                 if got != size:
                     raise self._short(writer, got, size, position)
-                if records is None:
+                if lo <= first and first + len(group) <= hi:
+                    if check:  # compared once, after the run: here only the sums
+                        sums += data_crcs(group)
+                elif records is None:
                     self._verify_run(writer, position, position + size, _Parts(group))
                 else:
                     self._check_records(writer, position, group, records[first:first + len(group)])
+                    if first < lo < first + len(group):  # a group before the consecutive ones
+                        lo = first + len(group)
                 position += size
                 first += len(group)
         finally:
             self._release(writer)
+        if sums:
+            self._check_rows(records[lo], sums)
+
+    def _consecutive(self, records: list | None) -> tuple[int, int, bool]:
+        """``(lo, hi, check)``: parts ``[lo, hi)`` of a run are whole records of consecutive rows
+        (an N-1 lane: every part but a first or last one a read's bounds cut), so groups made of
+        them only sum their parts, compared with the rows' CRCs once for the run (their per-group
+        bookkeeping had cost as much as the CRCs themselves); ``check``: some are unverified.
+        ``(0, 0, False)`` where that does not hold."""
+        if not records:
+            return 0, 0, False
+        lo, hi = int(records[0] < 0), len(records) - int(records[-1] < 0)
+        if hi <= lo or records[hi - 1] - records[lo] != hi - 1 - lo or \
+                records[lo:hi] != list(range(records[lo], records[hi - 1] + 1)):
+            return 0, 0, False
+        return lo, hi, bool(self._verified.count(0, records[lo], records[hi - 1] + 1))
+
+    def _check_rows(self, r0: int, sums: list[int]) -> None:
+        """Records of rows ``r0``, ``r0 + 1``... summed to ``sums``: compare them as one list."""
+        r1 = r0 + len(sums)
+        expected = self.index.checks.crc_of_row[r0:r1]
+        if sums == expected:
+            self._verified[r0:r1] = b"\x01" * (r1 - r0)
+        else:
+            for row, crc, want in zip(range(r0, r1), sums, expected):
+                self._settle(row, crc, want)
 
     def _check_records(self, writer: int, position: int, parts: list, rows: list) -> None:
         """Check consecutive ``parts`` of ``writer``'s log from ``position`` whose records are
@@ -728,15 +765,8 @@ class PlfsReader:
             size = sum(map(len, middle))
             r0, r1 = rows[lo], rows[hi - 1] + 1
             if r0 >= 0 and rows[lo:hi] == list(range(r0, r1)):
-                verified = self._verified
-                if verified.count(0, r0, r1):
-                    sums = data_crcs(middle)
-                    expected = self.index.checks.crc_of_row[r0:r1]
-                    if sums == expected:
-                        verified[r0:r1] = b"\x01" * (r1 - r0)
-                    else:
-                        for row, crc, want in zip(range(r0, r1), sums, expected):
-                            self._settle(row, crc, want)
+                if self._verified.count(0, r0, r1):
+                    self._check_rows(r0, data_crcs(middle))
             else:
                 self._verify_run(writer, position, position + size, _Parts(middle))
             position += size

@@ -324,18 +324,21 @@ def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monke
 def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, where, calls):
     # An N-1 file whose pieces are each one record, read in calls that cut records, either
     # large (here every read: SMALL_READ 0) or mid-sized (under SMALL_READ, over PLANNED_READ:
-    # planned from the index's runs, on the calling thread): each group's whole records are
-    # checked by their rows from the index (no search), the records a call's end cuts by the
-    # carried CRC. A flipped byte is found in either kind of record.
+    # planned from the index's runs, on the calling thread): a run's whole records are checked
+    # by their rows from the index (no search), the records a call's end cuts by the carried
+    # CRC. A flipped byte is found in either kind of record.
     from hpcbridge.plfs.reader import PlfsReader
 
     if calls == "large":
         monkeypatch.setattr(PlfsReader, "SMALL_READ", 0)
     monkeypatch.setattr(PlfsReader, "CHECK_GROUP", 64 << 10)
-    checked, large = [], []
+    checked, by_rows, large = [], [], []
     original = PlfsReader._check_records
     monkeypatch.setattr(PlfsReader, "_check_records",
                         lambda self, w, at, parts, rows: checked.append(rows) or original(self, w, at, parts, rows))
+    check_rows = PlfsReader._check_rows
+    monkeypatch.setattr(PlfsReader, "_check_rows",
+                        lambda self, r0, sums: by_rows.append(len(sums)) or check_rows(self, r0, sums))
     read_runs = PlfsReader._read_runs
     monkeypatch.setattr(PlfsReader, "_read_runs", lambda self, view, runs: large.append(1) or read_runs(self, view, runs))
     fs = plfs()
@@ -357,7 +360,7 @@ def test_large_reads_check_whole_records_by_their_rows(tmp_path, monkeypatch, wh
     assert cut["record"].tolist() == [-1, whole["record"][1], whole["record"][2], -1]
     assert read_all(fs) == expected
     assert bool(large) == (calls == "large")  # the large reads' path, or the small reads'
-    assert any(min(rows) >= 0 for rows in checked)  # whole records by row...
+    assert sum(by_rows) > len(expected) // size // 2  # whole records by row...
     assert any(rows[0] < 0 or rows[-1] < 0 for rows in checked)  # ...and records cut by a call
     # The flipped log (_flip_a_data_byte's) holds the pieces k = r, r + 4, ... of one writer r.
     container = fs.container(path)
