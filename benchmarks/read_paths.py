@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     write_json(args.output, {"benchmark": "read_paths", "size": args.size, "unit": UNIT, "writers": WRITERS,
                              "repetitions": args.repetitions, "median_MBps": mbps,
                              "warmup_MBps": {m: args.size / s / 1e6 for m, s in warmup.items()},
+                             "seconds": seconds, "warmup_seconds": warmup,
                              "ratios": ratios, "untargeted": ratios_untargeted, "bounds": bounds, "targets": targets,
                              "targets_met": met})
     print(f"  targets {'met' if met else 'NOT met'}; JSON: {args.output}")
