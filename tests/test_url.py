@@ -3,6 +3,8 @@
 import pathlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpcbridge.errors import InvalidURLError
 from hpcbridge.fs.url import parse_url
@@ -80,3 +82,15 @@ def test_plfs_over_plfs_is_refused():
 
     with pytest.raises(InvalidURLError, match="PLFS cannot be layered over PLFS"):
         hpcbridge.connect("plfs+plfs+file:///x")
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_format_url_quotes_as_urllib_does(path):
+    # format_url skips ``quote`` for paths with nothing to encode: the result must be urllib's.
+    from urllib.parse import quote
+
+    from hpcbridge.fs.url import format_url
+
+    path = "/" + path
+    assert format_url("plfs+file", "", path) == "plfs+file://" + quote(path, safe="/,:@+=~!$&*;")

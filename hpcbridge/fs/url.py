@@ -119,8 +119,14 @@ class URL:
         return format_url(self.scheme, self.netloc, self.path)
 
 
+#: A character of a path that ``format_url`` must percent-encode (``quote``'s safe set and ours).
+_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9_.~/,:@+=!$&*;-]")
+
+
 def format_url(scheme: str, netloc: str, path: str) -> str:
     """Compose ``scheme://netloc/path``; the path is percent-encoded where needed."""
+    if _NEEDS_QUOTING.search(path) is None:  # most paths: no ``quote`` (1.5 us; every listed entry has a URL)
+        return f"{scheme}://{netloc}{path}"
     return f"{scheme}://{netloc}{quote(path, safe='/,:@+=~!$&*;')}"
 
 

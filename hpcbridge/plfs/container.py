@@ -258,8 +258,10 @@ class Container:
                 fs.rm(path, recursive=True)
 
     # -- writers ------------------------------------------------------------------------------
-    def index_logs(self) -> list[tuple[int, FileSystem, str]]:
-        """Every writer's index log: ``(writer id, file system, path)``, sorted by writer."""
+    def index_logs(self, sizes: bool = False) -> list[tuple]:
+        """Every writer's index log: ``(writer id, file system, path)``, sorted by writer;
+        ``sizes``: ``(writer id, file system, path, size)``, the size from the same listing
+        (an open checks the index cache by them without a ``stat`` per log)."""
         self.marker  # the volumes are all there
         found = []
         for fs, path in self.volumes:
@@ -270,7 +272,8 @@ class Container:
                 for log in fs.iterdir(entry.path):
                     log_name = log.path.rsplit("/", 1)[-1]
                     if log_name.startswith("index."):
-                        found.append((int(log_name[6:], 16), fs, log.path))
+                        writer = int(log_name[6:], 16)
+                        found.append((writer, fs, log.path, log.size) if sizes else (writer, fs, log.path))
         return sorted(found, key=lambda item: item[0])
 
     def data_log(self, writer: int) -> tuple[FileSystem, str]:
@@ -377,7 +380,7 @@ class Container:
             closed = self.closed_writers()
         version = self.version
         parts, damage = [], []
-        for writer, fs, path in logs:
+        for writer, fs, path, *_ in logs:  # index_logs() entries, with or without sizes
             url = fs.url(path)
             data = fs.read_bytes(path)
             records, valid, torn = decode_records(data, version)

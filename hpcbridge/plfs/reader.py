@@ -60,8 +60,10 @@ class PlfsCorruptionWarning(UserWarning):
 
 
 def _cache_key(container: Container, logs) -> tuple:
+    """What the cached index of ``container`` depends on: its index logs (``index_logs(sizes=True)``)
+    and metadata records, by path and size."""
     metas = container.fs.iterdir(f"{container.path}/meta")
-    return (container.url, tuple((log[2], log[1].info(log[2]).size) for log in logs),
+    return (container.url, tuple((path, size) for _, _, path, size in logs),
             tuple(sorted((m.path, m.size) for m in metas)))
 
 
@@ -83,7 +85,7 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
         return index, []
     for damage in flat_damage:
         warnings.warn(f"{damage.text()}: reading the index logs instead", PlfsCorruptionWarning, stacklevel=3)
-    logs = container.index_logs()
+    logs = container.index_logs(sizes=True)
     key = None
     if comm is None or comm.size == 1:
         key = _cache_key(container, logs)

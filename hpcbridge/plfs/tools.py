@@ -21,7 +21,7 @@ _RUN_FIELDS = ("logical", "length", "physical", "stride", "count", "writer")
 
 
 def _sources(container: Container) -> dict[str, int]:
-    return {log: fs.info(log).size for _, fs, log in container.index_logs()}
+    return {log: size for _, _, log, size in container.index_logs(sizes=True)}
 
 
 def _flat_records(index: GlobalIndex) -> np.ndarray:

@@ -239,6 +239,15 @@ def test_reopening_an_unchanged_container_reuses_its_index(tmp_path):
     w.pwrite(b"more", 3000)
     w.close()
     assert load_index(container)[0].size == 3004 and reads  # a log changed: read again
+    w = fs.open_writer(path)  # a writer still open: only its index log's size changes
+    w.pwrite(b"x", 4000)
+    w.flush()
+    assert load_index(container)[0].size == 4001
+    reads.clear()
+    w.pwrite(b"y", 5000)
+    w.flush()
+    assert load_index(container)[0].size == 5001 and reads  # the same log grew: read again
+    w.close()
 
 
 def test_open_data_logs_are_bounded(tmp_path):
