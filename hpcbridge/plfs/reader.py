@@ -283,6 +283,17 @@ def _share(runs: list[_Run], helper: float) -> tuple[list[_Run], list[_Run]]:
     return runs[:i] + [first], [second] + runs[i + 1:]
 
 
+def _whole_records(rows: list) -> tuple[int, int, bool]:
+    """``(lo, hi, consecutive)`` of a run's or a group's parts, ``rows`` being each part's
+    checks row (-1: not a whole record): parts ``[lo, hi)`` lie between a first part and a last
+    one that are not whole records (cut by a read's ends), and ``consecutive`` says whether
+    they are whole records of consecutive rows (then checked by their rows, no search)."""
+    lo = int(rows[0] < 0)
+    hi = max(lo, len(rows) - int(rows[-1] < 0))
+    consecutive = hi > lo and rows[lo] >= 0 and rows[lo:hi] == list(range(rows[lo], rows[lo] + hi - lo))
+    return lo, hi, consecutive
+
+
 def _groups(parts: list, limit: int):
     """``(group, bytes)``: ``parts`` (memoryviews) in consecutive groups of about ``limit``
     bytes, cut between parts (where pieces, and so mostly records, end), inside a part only
@@ -745,11 +756,10 @@ class PlfsReader:
         ``(0, 0, False)`` where that does not hold."""
         if not records:
             return 0, 0, False
-        lo, hi = int(records[0] < 0), len(records) - int(records[-1] < 0)
-        if hi <= lo or records[hi - 1] - records[lo] != hi - 1 - lo or \
-                records[lo:hi] != list(range(records[lo], records[hi - 1] + 1)):
+        lo, hi, consecutive = _whole_records(records)
+        if not consecutive:
             return 0, 0, False
-        return lo, hi, bool(self._verified.count(0, records[lo], records[hi - 1] + 1))
+        return lo, hi, bool(self._verified.count(0, records[lo], records[lo] + hi - lo))
 
     def _check_rows(self, r0: int, sums: list[int]) -> None:
         """Records of rows ``r0``, ``r0 + 1``... summed to ``sums``: compare them as one list."""
@@ -767,21 +777,17 @@ class PlfsReader:
         one C call each and compared as one list; a first part that continues a record an
         earlier read began and a last part that begins one the next read continues (where a
         read's end cuts a record) go through :meth:`_verify_run`, which carries the CRC."""
-        lo, hi = 0, len(parts)
-        if rows[0] < 0:
+        lo, hi, consecutive = _whole_records(rows)
+        if lo:
             self._verify_run(writer, position, position + len(parts[0]), _Parts(parts[:1]))
             position += len(parts[0])
-            lo = 1
-        tail = None
-        if hi > lo and rows[hi - 1] < 0:
-            hi -= 1
-            tail = parts[hi]
+        tail = parts[hi] if hi < len(parts) else None
         if hi > lo:
             middle = parts[lo:hi]
             size = sum(map(len, middle))
-            r0, r1 = rows[lo], rows[hi - 1] + 1
-            if r0 >= 0 and rows[lo:hi] == list(range(r0, r1)):
-                if self._verified.count(0, r0, r1):
+            if consecutive:
+                r0 = rows[lo]
+                if self._verified.count(0, r0, r0 + hi - lo):
                     self._check_rows(r0, data_crcs(middle))
             else:
                 self._verify_run(writer, position, position + size, _Parts(middle))
