@@ -24,7 +24,7 @@ from typing import ClassVar
 from ..errors import InvalidURLError, os_error
 from .file import OpenMode, buffer_length, check_offset, check_range, wrap_raw
 from .ranges import merge_ranges
-from .types import BlockLocation, Capabilities, FileInfo
+from .types import BlockLocation, Capabilities, FileInfo, FileType
 from .url import format_url, normalize_path, parse_url
 
 __all__ = ["FileSystem"]
@@ -121,6 +121,13 @@ class FileSystem(abc.ABC):
     def _info(self, path: str) -> FileInfo:
         """Metadata of ``path``; FileNotFoundError if it does not exist."""
 
+    def _type(self, path: str) -> str:
+        """The :class:`FileType` of ``path`` (FileNotFoundError if it does not exist): all that
+        ``exists``, ``isdir``, ``isfile``, ``rm`` and ``iterdir`` ask. From :meth:`_info` unless a
+        backend knows the type for less (a PLFS file's size takes its metadata records, or, while
+        a writer is open, every index log)."""
+        return self._info(path).type
+
     @abc.abstractmethod
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         """Entries of directory ``path``, streamed, in any order."""
@@ -193,7 +200,7 @@ class FileSystem(abc.ABC):
     def exists(self, path) -> bool:
         """Whether ``path`` exists."""
         try:
-            self._info(self._path(path))
+            self._type(self._path(path))
         except (FileNotFoundError, NotADirectoryError):
             return False
         return True
@@ -201,22 +208,21 @@ class FileSystem(abc.ABC):
     def isdir(self, path) -> bool:
         """Whether ``path`` is an existing directory."""
         try:
-            return self._info(self._path(path)).is_dir
+            return self._type(self._path(path)) == FileType.DIRECTORY
         except (FileNotFoundError, NotADirectoryError):
             return False
 
     def isfile(self, path) -> bool:
         """Whether ``path`` is an existing regular file."""
         try:
-            return self._info(self._path(path)).is_file
+            return self._type(self._path(path)) == FileType.FILE
         except (FileNotFoundError, NotADirectoryError):
             return False
 
     def iterdir(self, path) -> Iterator[FileInfo]:
         """Stream the entries of a directory (no full listing held in memory)."""
         p = self._path(path)
-        info = self._info(p)
-        if not info.is_dir:
+        if self._type(p) != FileType.DIRECTORY:
             raise self._error(errno.ENOTDIR, p)
         return self._iterdir(p)
 
@@ -248,7 +254,7 @@ class FileSystem(abc.ABC):
     def find(self, path) -> list[str]:
         """All files below ``path`` (or ``path`` itself if it is a file), sorted."""
         p = self._path(path)
-        if not self._info(p).is_dir:
+        if self._type(p) != FileType.DIRECTORY:
             return [p]
         return sorted(
             f"{d.rstrip('/')}/{name}" for d, _, names in self.walk(p) for name in names
@@ -265,7 +271,7 @@ class FileSystem(abc.ABC):
     def rmdir(self, path) -> None:
         """Remove an empty directory."""
         p = self._path(path)
-        if not self._info(p).is_dir:
+        if self._type(p) != FileType.DIRECTORY:
             raise self._error(errno.ENOTDIR, p)
         self._rmdir(p)
 
@@ -275,8 +281,7 @@ class FileSystem(abc.ABC):
         Raises IsADirectoryError for a directory without ``recursive``.
         """
         p = self._path(path)
-        info = self._info(p)
-        if not info.is_dir:
+        if self._type(p) != FileType.DIRECTORY:
             self._rm_file(p)
         elif not recursive:
             raise self._error(errno.EISDIR, p, "pass recursive=True to remove a directory")
@@ -301,7 +306,7 @@ class FileSystem(abc.ABC):
         """
         s, d = self._path(src), self._path(dst)
         if s == d:
-            self._info(s)  # POSIX: a no-op, but the source must exist
+            self._type(s)  # POSIX: a no-op, but the source must exist
             return
         self._rename(s, d)
 

@@ -35,6 +35,7 @@ import threading
 import mfusepy
 
 from ..fs.file import OpenMode
+from ..fs.types import FileType
 
 __all__ = ["BridgeOperations", "BridgeFUSE"]
 
@@ -524,10 +525,10 @@ class BridgeOperations(mfusepy.Operations):
     def unlink(self, path):
         """Remove a file (a PLFS container); writers of it in this daemon are closed first."""
         p = self.backend_path(path)
-        info = self.fs.info(p)
-        if info.is_dir:
+        kind = self.fs._type(p)  # not info: a PLFS file's size may take every index log
+        if kind == FileType.DIRECTORY:
             raise mfusepy.FuseOSError(errno.EISDIR)
-        if self.plfs and not info.is_file:  # a plain backing file inside a PLFS tree
+        if self.plfs and kind != FileType.FILE:  # a plain backing file inside a PLFS tree
             self.fs.backing.rm(self.fs._backing_paths(p)[0])
             return
         state = self._states.get(path)
@@ -613,13 +614,15 @@ class BridgeOperations(mfusepy.Operations):
         fs = self.fs
         trunc = bool(flags & os.O_TRUNC) and writable
         if self.plfs:
+            created = False
             if writable:
                 mode = OpenMode(readable, True, create or bool(flags & os.O_CREAT), False,
                                 bool(flags & os.O_EXCL), False, False, "fuse")
-                fs.prepare_container(p, mode)
+                created = fs.prepare_container(p, mode).created
+                trunc = trunc and not created  # made empty just now
             elif not fs.isfile(p):
                 raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
-            state = self._state(path, lambda: fs.info(p).size)
+            state = self._state(path, 0 if created else lambda: fs.info(p).size)
             handle = _PlfsHandle(self, path, state, readable, writable)
         else:
             mode = self._raw_mode(p, flags, readable, writable, create)

@@ -74,6 +74,9 @@ class Container:
         self.volumes = volumes
         self.url = url
         self._marker: dict | None = None
+        #: Whether :meth:`create` of this object made the container (it then holds no writer's
+        #: data: its size is 0 and no sequence number is taken).
+        self.created = False
 
     # -- paths --------------------------------------------------------------------------------
     @property
@@ -218,6 +221,7 @@ class Container:
                     self._remove_quietly(vfs, vpath)
                 raise
         self._marker = None
+        self.created = True
         return True
 
     def _made_by(self, container_id: str) -> bool:

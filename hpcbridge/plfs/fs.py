@@ -286,6 +286,21 @@ class PlfsFileSystem(FileSystem):
                         backing_info.owner, backing_info.group, backing_info.uid, backing_info.gid,
                         backing_info.replication, backing_info.block_size)
 
+    def _type(self, path: str) -> str:
+        # What _info decides, without the size (metadata records, or every index log while a
+        # writer is open): the backing entry's type and the container marker.
+        canonical = self._backing_paths(path)[0]
+        try:
+            backing_type = self.backing._type(canonical)
+        except FileNotFoundError:
+            raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
+        if backing_type != FileType.DIRECTORY:
+            return FileType.OTHER
+        if self._marker_info(canonical) is None:
+            return FileType.DIRECTORY
+        self.container(path).marker  # opened through all its volumes, or MissingVolumesError
+        return FileType.FILE
+
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         prefix = path.rstrip("/")
         for entry in self.backing.iterdir(self._backing_paths(path)[0]):
@@ -362,7 +377,8 @@ class PlfsFileSystem(FileSystem):
 
     def prepare_container(self, path: str, mode: OpenMode, writers_hint: int | None = None) -> Container:
         """The container for writing ``path`` with ``mode``: created if missing, emptied for ``w``,
-        refused for ``x`` if it exists (POSIX open errors otherwise)."""
+        refused for ``x`` if it exists (POSIX open errors otherwise). Its ``created`` is true
+        where this call made it (empty: no size or sequence numbers to look up)."""
         canonical = self._backing_paths(path)[0]
         container = self.container(path)
         is_container = self._is_container(path)
@@ -401,8 +417,9 @@ class PlfsFileSystem(FileSystem):
             container = self.container(path)
             return _PlfsReadRaw(self, path, self.reader(container), mode)
         container = self.prepare_container(path, mode)
-        start = self._info(path).size if mode.append else 0
-        advance_sequence(container.max_sequence())
+        start = self._info(path).size if mode.append and not container.created else 0
+        if not container.created:
+            advance_sequence(container.max_sequence())
         return _PlfsWriteRaw(self, path, self.new_writer(container), mode, start)
 
     def reader(self, container: Container, comm=None) -> PlfsReader:
@@ -427,7 +444,8 @@ class PlfsFileSystem(FileSystem):
         p = self._path(path)
         mode = OpenMode.for_pwrite()  # create if missing, keep what is there
         container = self.prepare_container(p, mode)
-        advance_sequence(container.max_sequence())
+        if not container.created:
+            advance_sequence(container.max_sequence())
         return _PlfsWriteRaw(self, p, self.new_writer(container, writer_id), mode)
 
     def new_writer(self, container: Container, writer_id: int | None = None) -> PlfsWriter:

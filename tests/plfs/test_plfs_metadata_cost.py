@@ -1,0 +1,172 @@
+"""What a PLFS file costs to look at and to create: type checks (``exists``, ``isfile``,
+``isdir``, ``rm``) do not compute a file's size (its metadata records, or every index log while a
+writer is open), and a container just made is known to be empty (no size or sequence lookup).
+The answers are checked against ``info``, which still computes everything."""
+
+import errno
+import os
+import subprocess
+import sys
+
+import mfusepy
+import pytest
+
+import hpcbridge
+from hpcbridge.fs.file import OpenMode
+from hpcbridge.fs.types import FileType
+from hpcbridge.mount.ops import BridgeOperations
+from hpcbridge.plfs.container import Container, MissingVolumesError
+
+
+@pytest.fixture()
+def fs():
+    return hpcbridge.connect("plfs+file://")
+
+
+def _forbid(monkeypatch, *names):
+    """Make these size lookups of a container fail the test if called."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a type check or a fresh container computed a PLFS file's size")
+    for name in names:
+        monkeypatch.setattr(Container, name, refuse)
+
+
+SIZE_LOOKUPS = ("summary_size", "metas", "open_writers", "index_logs", "max_sequence")
+
+
+@pytest.mark.parametrize("writer_open", [True, False])
+def test_type_checks_of_a_plfs_file_do_not_compute_its_size(fs, tmp_path, monkeypatch, writer_open):
+    writer = fs.open_writer(f"{tmp_path}/ckpt")
+    writer.pwrite(b"x" * 47001, 0)
+    writer.flush()
+    if not writer_open:
+        writer.close()
+    (tmp_path / "plain").write_bytes(b"not a container")
+    (tmp_path / "dir").mkdir()
+    paths = {name: f"{tmp_path}/{name}" for name in ("ckpt", "plain", "dir")}
+    expected = {name: fs.info(p).type for name, p in paths.items()}
+    assert expected == {"ckpt": FileType.FILE, "plain": FileType.OTHER, "dir": FileType.DIRECTORY}
+    assert fs.info(paths["ckpt"]).size == 47001
+
+    _forbid(monkeypatch, *SIZE_LOOKUPS)
+    for name, p in paths.items():
+        kind = expected[name]
+        assert fs._type(p) == kind
+        assert fs.exists(p)
+        assert fs.isfile(p) is (kind == FileType.FILE)
+        assert fs.isdir(p) is (kind == FileType.DIRECTORY)
+    missing = f"{tmp_path}/missing"
+    assert not fs.exists(missing) and not fs.isfile(missing) and not fs.isdir(missing)
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}/missing"):
+        fs._type(missing)
+    with pytest.raises(NotADirectoryError):
+        fs.iterdir(paths["ckpt"])
+    if writer_open:
+        writer.close()
+    fs.rm(paths["ckpt"])
+    assert sorted(os.listdir(tmp_path)) == ["dir", "plain"]
+
+
+def test_a_container_seen_through_some_of_its_volumes_is_refused_by_type_checks_too(tmp_path):
+    vols = [tmp_path / f"v{k}" for k in range(2)]
+    for v in vols:
+        v.mkdir()
+    with hpcbridge.plfs.open(f"plfs+file://{vols[0]}/ck,{vols[1]}/ck", "wb") as f:
+        f.write(b"y" * 1000)
+    fs = hpcbridge.connect("plfs+file://")
+    with pytest.raises(MissingVolumesError):
+        fs.info(f"{vols[0]}/ck")
+    with pytest.raises(MissingVolumesError):
+        fs._type(f"{vols[0]}/ck")
+    assert not fs.exists(f"{vols[0]}/ck") and not fs.isfile(f"{vols[0]}/ck")
+
+
+def test_a_container_knows_whether_this_call_made_it(fs, tmp_path):
+    p = f"{tmp_path}/f"
+    assert fs.prepare_container(p, OpenMode.for_pwrite()).created
+    with fs.open_writer(p) as w:
+        w.pwrite(b"z" * 10, 5)
+    assert not fs.prepare_container(p, OpenMode.for_pwrite()).created
+    assert fs.info(p).size == 15
+    assert fs.prepare_container(p, OpenMode.parse("wb", fs.url(p))).created  # emptied: made anew
+    assert fs.info(p).size == 0
+
+
+def test_opening_a_new_plfs_file_for_writing_looks_up_no_size_or_sequence(fs, tmp_path, monkeypatch):
+    _forbid(monkeypatch, "summary_size", "metas", "max_sequence")
+    with fs.open(f"{tmp_path}/new", "wb") as f:
+        f.write(b"a" * 100)
+    with fs.open_writer(f"{tmp_path}/other") as w:
+        w.pwrite(b"b" * 10, 0)
+    monkeypatch.undo()
+    assert fs.info(f"{tmp_path}/new").size == 100 and fs.info(f"{tmp_path}/other").size == 10
+
+
+MANY_WRITES = """
+import sys, hpcbridge
+with hpcbridge.connect("plfs+file://").open_writer(sys.argv[1]) as w:
+    for _ in range(50):  # sequence numbers up to 50: more than a fresh process starts with
+        w.pwrite(b"D" * 1000, 0)
+"""
+ONE_WRITE = """
+import sys, hpcbridge
+with hpcbridge.connect("plfs+file://").open_writer(sys.argv[1]) as w:
+    w.pwrite(b"N" * 1000, 0)
+"""
+
+
+def test_a_later_process_writing_an_existing_file_still_wins(fs, tmp_path):
+    # The sequence lookup skipped for new containers is kept for existing ones: a process that
+    # opens the file after another closed it draws greater sequence numbers, so its bytes win.
+    p = f"{tmp_path}/f"
+    for code in (MANY_WRITES, ONE_WRITE):
+        done = subprocess.run([sys.executable, "-c", code, p], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert fs.read_bytes(p) == b"N" * 1000
+
+
+def _open(ops, path, flags):
+    fi = mfusepy.fuse_file_info()
+    fi.flags = flags
+    ops.create(path, 0o644, fi)
+    return fi
+
+
+def _close(ops, path, fi):
+    ops.flush(path, fi)
+    ops.release(path, fi)
+
+
+def test_mount_create_of_a_new_file_and_unlink_skip_size_lookups(fs, tmp_path, monkeypatch):
+    """The mount's create of a file that did not exist knows its size (0) and its unlink asks
+    only the type: neither reads a container's metadata (Open MPI creates and removes a probe
+    file at every MPI_File_open)."""
+    ops = BridgeOperations(fs, str(tmp_path))
+    with fs.open_writer(f"{tmp_path}/kept") as w:
+        w.pwrite(b"k" * 4096, 0)
+    _forbid(monkeypatch, *SIZE_LOOKUPS)
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.O_RDWR | os.O_CREAT | os.O_EXCL):
+        fi = _open(ops, "/probe", flags)
+        assert ops.getattr("/probe")["st_size"] == 0
+        _close(ops, "/probe", fi)
+        ops.unlink("/probe")
+        assert not fs.exists(f"{tmp_path}/probe")
+    monkeypatch.undo()
+    # Existing files: O_CREAT keeps the size, O_TRUNC empties, O_EXCL refuses.
+    fi = _open(ops, "/kept", os.O_RDWR | os.O_CREAT)
+    assert ops.getattr("/kept")["st_size"] == 4096
+    _close(ops, "/kept", fi)
+    fi = _open(ops, "/kept", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert ops.getattr("/kept")["st_size"] == 0
+    _close(ops, "/kept", fi)
+    assert fs.info(f"{tmp_path}/kept").size == 0
+    with pytest.raises(mfusepy.FuseOSError) as refused:
+        _open(ops, "/kept", os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    assert refused.value.errno == errno.EEXIST
+    (tmp_path / "d").mkdir()
+    with pytest.raises(mfusepy.FuseOSError) as is_dir:
+        ops.unlink("/d")
+    assert is_dir.value.errno == errno.EISDIR
+    (tmp_path / "plain").write_bytes(b"p")
+    ops.unlink("/plain")  # a plain backing file inside the PLFS tree
+    assert sorted(os.listdir(tmp_path)) == ["d", "kept"]
