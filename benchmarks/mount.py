@@ -10,8 +10,9 @@ LANL N-1 strided checkpoint: P processes each write nobj objects of S bytes, obj
 * nn-ext4                  : N-N, a file per process on the local file system with ``os.pwrite``: the
   ceiling.
 
-Then FLASH-IO (``mpirun -n P benchmarks/flash_io.py --dir D``) into mounted PLFS on POSIX and on HDFS vs
-into a plain ext4 directory. Modes are interleaved in every repetition (order rotated); the first
+Then FLASH-IO (``mpirun -n P benchmarks/flash_io.py --dir D``, at its default size unless
+``--flash-nxb`` / ``--flash-blocks`` say otherwise) into mounted PLFS on POSIX and on HDFS vs into a
+plain ext4 directory. Modes are interleaved in every repetition (order rotated); the first
 repetition is a warm-up reported apart; figures are medians over the rest (>= 7), ratios medians of
 the per-repetition ratios. Bandwidth = bytes / (first open .. last close) over all processes.
 
@@ -138,7 +139,11 @@ def main(argv=None) -> int:
     parser.add_argument("--hdfs", default=None, help="HDFS URL (default: start a local testbed)")
     parser.add_argument("--webhdfs", default=None)
     parser.add_argument("--no-hdfs", action="store_true", help="PLFS on POSIX only")
-    parser.add_argument("--flash-blocks", type=int, default=20, help="FLASH-IO blocks per rank (20; nxb 8)")
+    parser.add_argument("--flash-nxb", type=int, choices=[8, 16], default=16,
+                        help="FLASH-IO zones per block edge (16, flash_io.py's default: the issue's command)")
+    parser.add_argument("--flash-blocks", type=int, default=80,
+                        help="FLASH-IO blocks per rank (80, flash_io.py's default; --flash-nxb 8 --flash-blocks 20 "
+                             "is the small, metadata-bound case)")
     parser.add_argument("--no-flash", action="store_true")
     parser.add_argument("--no-lanl", action="store_true", help="FLASH-IO only")
     parser.add_argument("--dir", default=None, help="scratch directory on the local file system")
@@ -147,7 +152,8 @@ def main(argv=None) -> int:
     units = [parse_size(u) for u in args.units.split(",")]
     scratch = tempfile.mkdtemp(prefix="hpcbridge-bench-mount-", dir=args.dir)
     result = {"benchmark": "mount", "procs": args.procs, "per_rank": args.per_rank, "units": units,
-              "repetitions": args.repetitions, "load_before": os.getloadavg(), "lanl": {}, "flash": {}}
+              "repetitions": args.repetitions, "flash_nxb": args.flash_nxb, "flash_blocks": args.flash_blocks,
+              "load_before": os.getloadavg(), "lanl": {}, "flash": {}}
     import contextlib
 
     with contextlib.ExitStack() as stack:
@@ -200,7 +206,8 @@ def main(argv=None) -> int:
             keys = list(dirs)
             for rep in range(args.repetitions):
                 for k in keys[rep % len(keys):] + keys[:rep % len(keys)]:
-                    flash[k].append(_flash(dirs[k], args.procs, 8, args.flash_blocks, f"{scratch}/flash.json"))
+                    flash[k].append(_flash(dirs[k], args.procs, args.flash_nxb, args.flash_blocks,
+                                           f"{scratch}/flash.json"))
                 print(f"# flash rep {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in flash.items()), flush=True)
             result["flash"] = {k: _summary(v) for k, v in flash.items()}
             for k in keys[1:]:
