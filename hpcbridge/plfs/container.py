@@ -318,25 +318,81 @@ class Container:
         return out
 
     # -- metadata ------------------------------------------------------------------------------
+    #: More metadata records than this and the next one written merges them all into one
+    #: (:meth:`compact_metas`). Every open(2) that writes through a mount is a writer with a
+    #: record of its own: a file appended to a thousand times would otherwise keep a thousand,
+    #: all read by every ``stat`` and every open for writing.
+    COMPACT_RECORDS = 64
+
     def write_meta(self, name: str, writers: list[dict]) -> None:
         """One metadata record for a set of writers (one per writer, one per MPI job, or one per
-        recovered writer)."""
+        recovered writer); then the records are merged if there are too many."""
         meta = {"writers": writers, "closed": time.time(),
                 "size": max((w["max_end"] for w in writers), default=0),
                 "max_sequence": max((w["max_sequence"] for w in writers), default=0)}
         path = f"{self.path}/{META_DIR}/{name}.json"
         with errors_named(f"writing the metadata record {self.fs.url(path)}", self.url):
             self.fs.write_bytes(path, json.dumps(meta).encode())
+        self.compact_metas()
+
+    def _meta_paths(self) -> list[str]:
+        return [e.path for e in self.fs.iterdir(f"{self.path}/{META_DIR}") if e.path.endswith(".json")]
 
     def metas(self) -> list[dict]:
-        """All metadata records."""
-        out = []
-        for entry in self.fs.iterdir(f"{self.path}/{META_DIR}"):
+        """All metadata records (``meta/*.json``). A record gone between the listing and its
+        read was merged by a compaction, whose merged record was in place before it went: the
+        records are then listed again."""
+        for _ in range(16):
+            out = []
+            for path in self._meta_paths():
+                try:
+                    out.append(json.loads(self.fs.read_bytes(path)))
+                except FileNotFoundError:
+                    break  # merged meanwhile: list again
+                except (ValueError, OSError):
+                    continue  # being written (a writer closing), or damaged: not a summary yet
+            else:
+                return out
+        raise os_error(errno.EAGAIN, self.url, "plfs", "its metadata records kept being merged while read")
+
+    def compact_metas(self, threshold: int | None = None) -> int:
+        """Merge the metadata records into one (``meta/compact.<id>.json``: every writer they
+        list, their largest size, sequence number and close time) when there are more than
+        ``threshold`` (default :attr:`COMPACT_RECORDS`); returns how many were merged.
+
+        Safe with readers and other compactions at the same time: the merged record is written
+        under a name readers skip and renamed into place before the records it replaces are
+        removed, so every listing finds each writer in one record or another (a reader that
+        misses a removed one lists again, :meth:`metas`). A record that cannot be read (one
+        being written) is left as it is. A writer listed twice (two compactions overlapping)
+        has the same summary in both."""
+        limit = self.COMPACT_RECORDS if threshold is None else threshold
+        paths = self._meta_paths()
+        if len(paths) <= limit:
+            return 0
+        records, merged = [], []
+        for path in paths:
             try:
-                out.append(json.loads(self.fs.read_bytes(entry.path)))
+                records.append(json.loads(self.fs.read_bytes(path)))
             except (ValueError, OSError):
                 continue
-        return out
+            merged.append(path)
+        if len(merged) < 2:
+            return 0
+        writers = {int(w["writer"]): w for record in records for w in record["writers"]}
+        meta = {"writers": list(writers.values()), "closed": max(r.get("closed", 0) for r in records),
+                "size": max(r.get("size", 0) for r in records),
+                "max_sequence": max(r.get("max_sequence", 0) for r in records)}
+        final = f"{self.path}/{META_DIR}/compact.{uuid.uuid4().hex}.json"
+        with errors_named(f"merging the metadata records into {self.fs.url(final)}", self.url):
+            self.fs.write_bytes(f"{final}.part", json.dumps(meta).encode())
+            self.fs.rename(f"{final}.part", final)
+            for path in merged:
+                try:
+                    self.fs.rm(path)
+                except FileNotFoundError:
+                    pass  # merged by another compaction too
+        return len(merged)
 
     def closed_writers(self, metas: list[dict] | None = None) -> dict[int, dict]:
         """``{writer id: its summary}`` of every writer a metadata record lists (closed or

@@ -170,3 +170,138 @@ def test_mount_create_of_a_new_file_and_unlink_skip_size_lookups(fs, tmp_path, m
     (tmp_path / "plain").write_bytes(b"p")
     ops.unlink("/plain")  # a plain backing file inside the PLFS tree
     assert sorted(os.listdir(tmp_path)) == ["d", "kept"]
+
+
+# -- metadata records are merged once there are many -------------------------------------------
+def _write_and_close(fs, path, offset, payload):
+    with fs.open_writer(path) as w:
+        w.pwrite(payload, offset)
+
+
+def test_many_closed_writers_leave_few_metadata_records(fs, tmp_path, monkeypatch):
+    monkeypatch.setattr(Container, "COMPACT_RECORDS", 4)
+    p = f"{tmp_path}/log"
+    expected = bytearray()
+    for i in range(23):  # as 23 appends through a mount, each its own writer
+        line = b"line %02d\n" % i
+        _write_and_close(fs, p, len(expected), line)
+        expected += line
+        assert len(os.listdir(f"{tmp_path}/log/meta")) <= 5
+    container = fs.container(p)
+    assert len(container.closed_writers()) == 23  # every writer still has its summary
+    assert container.summary_size() == len(expected) == fs.info(p).size
+    assert fs.read_bytes(p) == bytes(expected)
+    from hpcbridge.plfs import tools
+
+    report = tools.check(container, deep=True)
+    assert report["healthy"], report["problems"]
+    assert any(name.startswith("compact.") for name in os.listdir(f"{tmp_path}/log/meta"))
+
+
+def test_a_reader_that_lists_records_a_compaction_then_removes_lists_again(fs, tmp_path, monkeypatch):
+    """The reader lists the records, another process merges and removes them, the reader's
+    read of one fails: it must list again and find the merged record (skipping the missing one
+    would drop that writer's size, and a file could read short)."""
+    p = f"{tmp_path}/f"
+    for i in range(6):
+        _write_and_close(fs, p, i * 1000, bytes([i + 1]) * (1000 + 500 * (i == 5)))
+    reader_side, other_process = fs.container(p), fs.container(p)
+    backing = reader_side.fs
+    original = type(backing).read_bytes
+    calls = []
+
+    def read_bytes(self, path, *args, **kwargs):
+        if "/meta/" in path and not calls:
+            calls.append(path)
+            assert other_process.compact_metas(threshold=0) == 6  # between the listing and the read
+        return original(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(type(backing), "read_bytes", read_bytes)
+    metas = reader_side.metas()
+    assert calls and [m["size"] for m in metas] == [6500] and len(metas[0]["writers"]) == 6
+    assert reader_side.summary_size() == 6500
+
+
+def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path):
+    p = f"{tmp_path}/f"
+    for i in range(3):
+        _write_and_close(fs, p, i * 10, b"x" * 10)
+    container = fs.container(p)
+    with open(f"{tmp_path}/f/meta/w.torn.json", "w") as f:
+        f.write('{"writers": [')  # a record being written, or damaged
+    assert container.compact_metas(threshold=0) == 3
+    assert sorted(n.split(".")[0] for n in os.listdir(f"{tmp_path}/f/meta")) == ["compact", "w"]
+    assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
+
+
+def test_concurrent_closes_compactions_and_readers_agree(fs, tmp_path, monkeypatch):
+    """Four threads each open, write and close writers of one file (every close compacting, each
+    thread with containers of its own), while a fifth reads its size: the size never goes
+    down, and the file reads back as written."""
+    import threading
+
+    monkeypatch.setattr(Container, "COMPACT_RECORDS", 2)
+    p = f"{tmp_path}/f"
+    _write_and_close(fs, p, 0, b"\0")
+    done, sizes, errors = threading.Event(), [], []
+
+    def writer(t):
+        try:
+            for i in range(12):
+                _write_and_close(hpcbridge.connect("plfs+file://"), p, (i * 4 + t) * 100, bytes([t + 1]) * 100)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    def reader():
+        local = hpcbridge.connect("plfs+file://")
+        while not done.is_set():
+            try:
+                sizes.append(local.info(p).size)
+            except Exception as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    watcher.join()
+    assert not errors, errors
+    assert sizes == sorted(sizes) and sizes  # never shrinks: no record missed mid-merge
+    assert fs.info(p).size == 4800
+    expected = b"".join(bytes([(k % 4) + 1]) * 100 for k in range(48))
+    assert fs.read_bytes(p) == expected
+    assert len(fs.container(p).closed_writers()) == 49
+
+
+def test_at_every_step_of_a_compaction_every_writer_has_a_summary(fs, tmp_path, monkeypatch):
+    p = f"{tmp_path}/f"
+    for i in range(5):
+        _write_and_close(fs, p, i * 100, b"y" * 100)
+    compactor = fs.container(p)
+    backing = compactor.fs
+    original_rm, original_rename = type(backing).rm, type(backing).rename
+    seen = []
+
+    def check():
+        seen.append(len(fs.container(p).closed_writers()))
+
+    def rm(self, path, *args, **kwargs):
+        check()
+        original_rm(self, path, *args, **kwargs)
+        check()
+
+    def rename(self, src, dst):
+        check()
+        original_rename(self, src, dst)
+        check()
+
+    monkeypatch.setattr(type(backing), "rm", rm)
+    monkeypatch.setattr(type(backing), "rename", rename)
+    assert compactor.compact_metas(threshold=0) == 5
+    monkeypatch.undo()
+    assert seen and set(seen) == {5}, seen
+    assert fs.info(p).size == 500 and len(os.listdir(f"{tmp_path}/f/meta")) == 1

@@ -315,10 +315,15 @@ def _kill(handle) -> None:
 @given(ops=st.lists(CRASH_OPS, min_size=1, max_size=24))
 @example(ops=[("write", 0, 0, 100), ("flush", 0), ("crash", False), ("write", 1, 0, 100)])  # the case
 @example(ops=[("write", 0, 0, 100), ("flush", 0), ("write", 0, 50, 100), ("crash", True), ("write", 1, 0, 60)])
-def test_crashed_writers_recovered_then_more_writes_match_the_model(tmp_path, ops):
+@pytest.mark.parametrize("compact_after", [None, 1], ids=["records-kept", "records-merged-at-every-close"])
+def test_crashed_writers_recovered_then_more_writes_match_the_model(tmp_path, ops, compact_after, monkeypatch):
     import itertools
 
     from hpcbridge.plfs import tools, writer as plfs_writer
+    from hpcbridge.plfs.container import Container
+
+    if compact_after is not None:  # every close and every recovery merges the metadata records
+        monkeypatch.setattr(Container, "COMPACT_RECORDS", compact_after)
 
     path = f"{tmp_path}/c-{uuid.uuid4().hex}"
     url = f"plfs+file://{path}"
