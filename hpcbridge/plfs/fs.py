@@ -260,12 +260,16 @@ class PlfsFileSystem(FileSystem):
             return None
 
     # -- core ---------------------------------------------------------------------------------
-    def _info(self, path: str) -> FileInfo:
+    def _canonical(self, path: str, ask):
+        """``(canonical backing path, ask(it))``; ENOENT naming the PLFS URL if it is missing."""
         canonical = self._backing_paths(path)[0]
         try:
-            backing_info = self.backing.info(canonical)
+            return canonical, ask(canonical)
         except FileNotFoundError:
             raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
+
+    def _info(self, path: str) -> FileInfo:
+        canonical, backing_info = self._canonical(path, self.backing.info)
         marker_info = self._marker_info(canonical) if backing_info.is_dir else None
         if marker_info is not None:
             container = self.container(path)
@@ -289,11 +293,7 @@ class PlfsFileSystem(FileSystem):
     def _type(self, path: str) -> str:
         # What _info decides, without the size (metadata records, or every index log while a
         # writer is open): the backing entry's type and the container marker.
-        canonical = self._backing_paths(path)[0]
-        try:
-            backing_type = self.backing._type(canonical)
-        except FileNotFoundError:
-            raise os_error(errno.ENOENT, self.url(path), BACKEND) from None
+        canonical, backing_type = self._canonical(path, self.backing._type)
         if backing_type != FileType.DIRECTORY:
             return FileType.OTHER
         if self._marker_info(canonical) is None:
