@@ -12,11 +12,14 @@ ranks create all datasets. Independent (the kernel's default) or collective tran
 Reports per file the slowest rank's time and MiB, and MiB/s = total MiB / sum of slowest times.
 Then reads everything back and verifies it (untimed).
 
-HDF5 files reach HDFS or PLFS only through a POSIX path here: parallel HDF5 writes through
-MPI-IO, which has no HDFS or PLFS driver in this build; stage the finished file with
-`hpcbridge put` (see docs/kernels.md).
+Parallel HDF5 writes through MPI-IO, which has no HDFS or PLFS driver: the files reach HDFS or
+PLFS through a POSIX path, either an ``hpcbridge mount`` of the store (``--dir`` in the mount: each
+rank's open is a PLFS writer of the N-1 file, no staging copy) or a local directory staged after
+with ``hpcbridge put`` (docs/kernels.md, docs/mount.md).
 
     mpirun -n 4 python benchmarks/flash_io.py [--nxb 16] [--blocks 80] [--collective] [--dir DIR]
+    hpcbridge mount plfs+hdfs://nn:9820/flash /mnt/flash && \
+        mpirun -n 4 python benchmarks/flash_io.py --dir /mnt/flash
 """
 
 from __future__ import annotations
@@ -128,7 +131,8 @@ def verify_file(path, comm, nxb, local, first, total, plot, corners) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="HDF5 files are written through a POSIX path (see the module text).")
+                                     epilog="HDF5 files are written through a POSIX path: a local directory, or "
+                                            "an `hpcbridge mount` of HDFS or PLFS (see the module text).")
     parser.add_argument("--nxb", type=int, choices=[8, 16], default=16, help="zones per block edge (16; 8 as option)")
     parser.add_argument("--blocks", type=int, default=80, help="blocks per rank before the imbalance (80)")
     parser.add_argument("--collective", action="store_true", help="collective transfers (default: independent)")
