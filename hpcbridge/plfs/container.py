@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
-from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir, marker_json,
-                     parse_marker, volume_marker_json)
+from .format import (CREATING, MARKER, MERGED_PREFIX, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir,
+                     marker_json, merged_generation, parse_marker, volume_marker_json)
 
 __all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError", "named_error", "errors_named"]
 
@@ -64,6 +64,13 @@ class Damage(tuple):
         """One line for reports."""
         url, record, why, _ = self
         return f"{url}: record {record}: {why}" if record >= 0 else f"{url}: {why}"
+
+
+def _meta_json(writers: list[dict], closed: float | None = None) -> bytes:
+    """A metadata record: the writers' entries, their largest size and sequence number."""
+    return json.dumps({"writers": writers, "closed": time.time() if closed is None else closed,
+                       "size": max((w["max_end"] for w in writers), default=0),
+                       "max_sequence": max((w["max_sequence"] for w in writers), default=0)}).encode()
 
 
 class Container:
@@ -318,7 +325,7 @@ class Container:
         return out
 
     # -- metadata ------------------------------------------------------------------------------
-    #: More metadata records than this and the next one written merges them all into one
+    #: More metadata records than this and the next one written merges them into one
     #: (:meth:`compact_metas`). Every open(2) that writes through a mount is a writer with a
     #: record of its own: a file appended to a thousand times would otherwise keep a thousand,
     #: all read by every ``stat`` and every open for writing.
@@ -327,47 +334,83 @@ class Container:
     def write_meta(self, name: str, writers: list[dict]) -> None:
         """One metadata record for a set of writers (one per writer, one per MPI job, or one per
         recovered writer); then the records are merged if there are too many."""
-        meta = {"writers": writers, "closed": time.time(),
-                "size": max((w["max_end"] for w in writers), default=0),
-                "max_sequence": max((w["max_sequence"] for w in writers), default=0)}
         path = f"{self.path}/{META_DIR}/{name}.json"
         with errors_named(f"writing the metadata record {self.fs.url(path)}", self.url):
-            self.fs.write_bytes(path, json.dumps(meta).encode())
+            self.fs.write_bytes(path, _meta_json(writers))
         self.compact_metas()
 
     def _meta_paths(self) -> list[str]:
         return [e.path for e in self.fs.iterdir(f"{self.path}/{META_DIR}") if e.path.endswith(".json")]
 
-    def metas(self) -> list[dict]:
-        """All metadata records (``meta/*.json``). A record gone between the listing and its
-        read was merged by a compaction, whose merged record was in place before it went: the
-        records are then listed again."""
-        for _ in range(16):
-            out = []
-            for path in self._meta_paths():
-                try:
-                    out.append(json.loads(self.fs.read_bytes(path)))
-                except FileNotFoundError:
-                    break  # merged meanwhile: list again
-                except (ValueError, OSError):
-                    continue  # being written (a writer closing), or damaged: not a summary yet
+    def _merged_path(self, generation: int) -> str:
+        return f"{self.path}/{META_DIR}/{MERGED_PREFIX}{generation:08d}.json"
+
+    def _listed_records(self) -> tuple[list[str], int]:
+        """``(paths of the unmerged records listed, newest merged generation listed or 0)``."""
+        paths, newest = [], 0
+        for path in self._meta_paths():
+            generation = merged_generation(path.rsplit("/", 1)[-1])
+            if generation is None:
+                paths.append(path)
             else:
+                newest = max(newest, generation)
+        return paths, newest
+
+    def _newest_generation(self, listed: int) -> int:
+        """The newest merged generation that exists now, probed by name from one listed."""
+        newest = listed
+        while self.fs.exists(self._merged_path(newest + 1)):
+            newest += 1
+        return newest
+
+    def metas(self) -> list[dict]:
+        """All metadata records: the unmerged ``meta/*.json`` the listing returns, then every
+        merged record ``meta/merged.<n>.json`` read by name (n = 1, 2, ... until one is missing).
+
+        A directory listing is not a snapshot: one made while a merge creates its record and
+        removes the records it merged may return neither (ext4 lists in hash order). So the
+        merged records are read by name, after the unmerged ones: a record removed before it
+        was read had been merged into one that existed before its removal, and merged records
+        are never removed."""
+        paths, listed = self._listed_records()
+        out = []
+        for path in paths:
+            try:
+                out.append(json.loads(self.fs.read_bytes(path)))
+            except (ValueError, OSError):
+                continue  # merged meanwhile (read below), being written (a writer closing), or damaged
+        generation = 0
+        while True:
+            generation += 1
+            path = self._merged_path(generation)
+            try:
+                data = self.fs.read_bytes(path)
+            except FileNotFoundError:
+                if generation <= listed:  # listed, never removed: the container went away
+                    raise os_error(errno.ENOENT, self.url, "plfs", f"its merged metadata record {path} vanished")
                 return out
-        raise os_error(errno.EAGAIN, self.url, "plfs", "its metadata records kept being merged while read")
+            except OSError as exc:
+                raise named_error(exc, f"reading the merged metadata record {self.fs.url(path)}", self.url) from exc
+            try:
+                out.append(json.loads(data))
+            except ValueError:
+                # Still being written, or its merge died writing it: either way the records it
+                # merges were not removed (removal follows a complete merged record).
+                continue
 
     def compact_metas(self, threshold: int | None = None) -> int:
-        """Merge the metadata records into one (``meta/compact.<id>.json``: every writer they
-        list, their largest size, sequence number and close time) when there are more than
+        """Merge the unmerged metadata records into a new merged record when there are more than
         ``threshold`` (default :attr:`COMPACT_RECORDS`); returns how many were merged.
 
-        Safe with readers and other compactions at the same time: the merged record is written
-        under a name readers skip and renamed into place before the records it replaces are
-        removed, so every listing finds each writer in one record or another (a reader that
-        misses a removed one lists again, :meth:`metas`). A record that cannot be read (one
-        being written) is left as it is. A writer listed twice (two compactions overlapping)
-        has the same summary in both."""
+        The merged record ``meta/merged.<n>.json`` lists every writer entry of the records it
+        merges (their largest size, sequence number and close time), with n one above the
+        newest merged record. It is created exclusively, so of two merges at once only one
+        makes generation n (the other leaves its records for a later close); it is complete
+        before the records it merges are removed, and merged records are never removed, so a
+        reader that reads them by name after the unmerged ones (:meth:`metas`) finds every
+        writer. A record that cannot be read (one being written) is left as it is."""
         limit = self.COMPACT_RECORDS if threshold is None else threshold
-        paths = self._meta_paths()
+        paths, listed = self._listed_records()
         if len(paths) <= limit:
             return 0
         records, merged = [], []
@@ -380,18 +423,19 @@ class Container:
         if len(merged) < 2:
             return 0
         writers = {int(w["writer"]): w for record in records for w in record["writers"]}
-        meta = {"writers": list(writers.values()), "closed": max(r.get("closed", 0) for r in records),
-                "size": max(r.get("size", 0) for r in records),
-                "max_sequence": max(r.get("max_sequence", 0) for r in records)}
-        final = f"{self.path}/{META_DIR}/compact.{uuid.uuid4().hex}.json"
-        with errors_named(f"merging the metadata records into {self.fs.url(final)}", self.url):
-            self.fs.write_bytes(f"{final}.part", json.dumps(meta).encode())
-            self.fs.rename(f"{final}.part", final)
+        closed = max(r.get("closed", 0) for r in records)
+        final = self._merged_path(self._newest_generation(listed) + 1)
+        with errors_named(f"writing the merged metadata record {self.fs.url(final)}", self.url):
+            try:
+                with self.fs.open(final, "xb") as f:
+                    f.write(_meta_json(list(writers.values()), closed))
+            except FileExistsError:
+                return 0  # another merge made this generation first
             for path in merged:
                 try:
                     self.fs.rm(path)
                 except FileNotFoundError:
-                    pass  # merged by another compaction too
+                    pass  # merged by another merge too
         return len(merged)
 
     def closed_writers(self, metas: list[dict] | None = None) -> dict[int, dict]:

@@ -27,7 +27,7 @@ from fastcrc.crc32 import iscsi as _crc32c
 __all__ = [
     "FORMAT", "VERSION", "MARKER", "VOLUME_MARKER", "RECORD", "RECORD_SIZE", "RECORD_V1", "FLAG_DATA_CRC",
     "encode_records", "decode_records", "record_size", "data_crc", "data_crcs", "data_log_name", "index_log_name",
-    "host_dir", "marker_json", "volume_marker_json", "parse_marker", "MAX_RECORD_SPAN",
+    "host_dir", "merged_generation", "MERGED_PREFIX", "marker_json", "volume_marker_json", "parse_marker", "MAX_RECORD_SPAN",
 ]
 
 FORMAT = "hpcbridge-plfs"
@@ -40,6 +40,8 @@ VOLUME_MARKER = ".plfsvolume"
 CREATING = ".plfscreating"
 META_DIR = "meta"
 OPEN_DIR = "openhosts"
+#: Merged metadata records are ``meta/merged.<generation, 8 digits>.json``, generations 1, 2, ...
+MERGED_PREFIX = "merged."
 
 #: One version-2 index record, little-endian, 64 bytes. A record describes ``count`` pieces of
 #: ``length`` bytes: piece i covers logical bytes [logical + i*stride, ... + length), lives in the
@@ -165,6 +167,14 @@ def _addressable(records: np.ndarray) -> np.ndarray:
 def host_dir(writer: int, host_dirs: int) -> str:
     """Name of the host subdirectory of ``writer``."""
     return f"hostdir.{writer % host_dirs}"
+
+
+def merged_generation(name: str) -> int | None:
+    """The generation of a merged metadata record's file name (None: another record)."""
+    if not (name.startswith(MERGED_PREFIX) and name.endswith(".json")):
+        return None
+    digits = name[len(MERGED_PREFIX):-len(".json")]
+    return int(digits) if digits.isdigit() else None
 
 
 def data_log_name(writer: int) -> str:

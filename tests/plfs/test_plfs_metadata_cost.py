@@ -7,6 +7,7 @@ import errno
 import os
 import subprocess
 import sys
+import types
 
 import mfusepy
 import pytest
@@ -186,7 +187,7 @@ def test_many_closed_writers_leave_few_metadata_records(fs, tmp_path, monkeypatc
         line = b"line %02d\n" % i
         _write_and_close(fs, p, len(expected), line)
         expected += line
-        assert len(os.listdir(f"{tmp_path}/log/meta")) <= 5
+        assert len([n for n in os.listdir(f"{tmp_path}/log/meta") if not n.startswith("merged.")]) <= 5
     container = fs.container(p)
     assert len(container.closed_writers()) == 23  # every writer still has its summary
     assert container.summary_size() == len(expected) == fs.info(p).size
@@ -195,13 +196,14 @@ def test_many_closed_writers_leave_few_metadata_records(fs, tmp_path, monkeypatc
 
     report = tools.check(container, deep=True)
     assert report["healthy"], report["problems"]
-    assert any(name.startswith("compact.") for name in os.listdir(f"{tmp_path}/log/meta"))
+    assert sorted(n for n in os.listdir(f"{tmp_path}/log/meta") if n.startswith("merged.")) == [
+        f"merged.{n:08d}.json" for n in range(1, 5)]  # 5 records merged at closes 5, 10, 15, 20
 
 
-def test_a_reader_that_lists_records_a_compaction_then_removes_lists_again(fs, tmp_path, monkeypatch):
+def test_a_reader_whose_listed_records_are_merged_before_it_reads_them_finds_the_merge(fs, tmp_path, monkeypatch):
     """The reader lists the records, another process merges and removes them, the reader's
-    read of one fails: it must list again and find the merged record (skipping the missing one
-    would drop that writer's size, and a file could read short)."""
+    reads fail: it must find the merged record (skipping the missing ones would drop those
+    writers' sizes, and a file could read short)."""
     p = f"{tmp_path}/f"
     for i in range(6):
         _write_and_close(fs, p, i * 1000, bytes([i + 1]) * (1000 + 500 * (i == 5)))
@@ -222,6 +224,70 @@ def test_a_reader_that_lists_records_a_compaction_then_removes_lists_again(fs, t
     assert reader_side.summary_size() == 6500
 
 
+def test_a_listing_that_misses_a_merge_and_the_records_it_removed_still_finds_every_writer(fs, tmp_path, monkeypatch):
+    """A directory listing is not a snapshot: one made while a merge creates its record and
+    removes the ones it merged can return neither (ext4 returns entries in hash order; CI saw a
+    file's size drop to 0 this way). The reader must still find every writer."""
+    p = f"{tmp_path}/f"
+    for i in range(6):
+        _write_and_close(fs, p, i * 1000, bytes([i + 1]) * (1000 + 500 * (i == 5)))
+    reader_side, other_process = fs.container(p), fs.container(p)
+    listing = Container._meta_paths
+
+    def listing_overtaken_by_two_merges(self):
+        listed = listing(self)  # the records, as the cursor will see them
+        assert other_process.compact_metas(threshold=0) == 6  # the merged record lands behind the cursor
+        _write_and_close(fs, p, 6500, b"z" * 10)  # a later writer, and a second merge
+        _write_and_close(fs, p, 6510, b"z" * 10)
+        assert other_process.compact_metas(threshold=0) == 2
+        return [path for path in listed if os.path.exists(path)]  # merged records removed ahead of it
+
+    monkeypatch.setattr(reader_side, "_meta_paths", types.MethodType(listing_overtaken_by_two_merges, reader_side))
+    assert reader_side.summary_size() == 6520
+    monkeypatch.undo()
+    assert len(reader_side.closed_writers()) == 8 and reader_side.max_sequence() == fs.container(p).max_sequence()
+
+
+def test_of_two_merges_at_once_one_makes_the_generation_and_the_other_leaves_its_records(fs, tmp_path, monkeypatch):
+    p = f"{tmp_path}/f"
+    for i in range(4):
+        _write_and_close(fs, p, i * 10, b"x" * 10)
+    first, second = fs.container(p), fs.container(p)
+    backing = first.fs
+    original_open = type(backing).open
+    raced = []
+
+    def open_(self, path, mode="rb", *args, **kwargs):
+        if "/meta/merged." in str(path) and mode == "xb" and not raced:
+            raced.append(path)
+            assert second.compact_metas(threshold=0) == 4  # claims the same generation first
+            _write_and_close(fs, p, 40, b"y" * 10)  # and a writer closes meanwhile
+        return original_open(self, path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(type(backing), "open", open_)
+    assert first.compact_metas(threshold=0) == 0  # lost the race: removes nothing
+    monkeypatch.undo()
+    names = sorted(os.listdir(f"{tmp_path}/f/meta"))
+    assert raced and len(names) == 2 and names[0] == "merged.00000001.json" and names[1].startswith("w.")
+    assert first.compact_metas(threshold=0) == 0  # one record: nothing to merge
+    _write_and_close(fs, p, 50, b"y" * 10)
+    assert first.compact_metas(threshold=0) == 2
+    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == ["merged.00000001.json", "merged.00000002.json"]
+    assert len(first.closed_writers()) == 6 and fs.info(p).size == 60
+
+
+def test_a_merged_record_still_being_written_is_skipped_and_the_newer_ones_read(fs, tmp_path):
+    p = f"{tmp_path}/f"
+    for i in range(3):
+        _write_and_close(fs, p, i * 10, b"x" * 10)
+    container = fs.container(p)
+    with open(f"{tmp_path}/f/meta/merged.00000001.json", "w") as f:
+        f.write('{"writers": [')  # a merge that died writing: it removed nothing
+    assert container.compact_metas(threshold=0) == 3
+    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == ["merged.00000001.json", "merged.00000002.json"]
+    assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
+
+
 def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path):
     p = f"{tmp_path}/f"
     for i in range(3):
@@ -230,7 +296,7 @@ def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path):
     with open(f"{tmp_path}/f/meta/w.torn.json", "w") as f:
         f.write('{"writers": [')  # a record being written, or damaged
     assert container.compact_metas(threshold=0) == 3
-    assert sorted(n.split(".")[0] for n in os.listdir(f"{tmp_path}/f/meta")) == ["compact", "w"]
+    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == ["merged.00000001.json", "w.torn.json"]
     assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
 
 
@@ -303,5 +369,5 @@ def test_at_every_step_of_a_compaction_every_writer_has_a_summary(fs, tmp_path, 
     monkeypatch.setattr(type(backing), "rename", rename)
     assert compactor.compact_metas(threshold=0) == 5
     monkeypatch.undo()
-    assert seen and set(seen) == {5}, seen
+    assert len(seen) == 10 and set(seen) == {5}, seen
     assert fs.info(p).size == 500 and len(os.listdir(f"{tmp_path}/f/meta")) == 1
