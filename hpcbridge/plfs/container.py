@@ -455,13 +455,20 @@ class Container:
         """Highest sequence number any writer used, closed or not: a writer opening now must
         draw greater ones so its writes win over everything already there, a crashed writer's
         included. Closed writers' metadata says it; an open (or crashed) writer's index log
-        tells what it has flushed so far."""
+        tells what it has flushed so far.
+
+        The open writers are listed before the metadata is read: a writer writes its metadata
+        record before it removes its open record, so one closing meanwhile is in one or the
+        other (read the other way round, it could be in neither, and a writer opening now draw
+        numbers below its writes)."""
+        opened = {int(w.get("writer", 0)) for w in self.open_writers()}
         metas = self.metas()
         highest = max((m.get("max_sequence", 0) for m in metas), default=0)
-        unclosed = {int(w.get("writer", 0)) for w in self.open_writers()} - set(self.closed_writers(metas))
+        closed = self.closed_writers(metas)
+        unclosed = opened - set(closed)
         if unclosed:
             logs = [log for log in self.index_logs() if log[0] in unclosed]
-            records, _ = self.read_index_logs(logs, "skip")
+            records, _ = self.read_index_logs(logs, "skip", closed)
             if len(records):
                 last = records["sequence"] + records["count"].astype(np.uint64) - np.uint64(1)
                 highest = max(highest, int(last.max()))

@@ -288,6 +288,30 @@ def test_a_merged_record_still_being_written_is_skipped_and_the_newer_ones_read(
     assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
 
 
+def test_a_writer_closing_while_sequence_numbers_are_drawn_is_counted(fs, tmp_path, monkeypatch):
+    """A writer closes between the reads of the metadata records and of the open-writer
+    records: its highest sequence number must still count, or a writer opening then draws
+    lower ones and its later writes lose to the closed writer's older ones."""
+    p = f"{tmp_path}/f"
+    _write_and_close(fs, p, 0, b"a" * 10)
+    closing = fs.open_writer(p)
+    closing.pwrite(b"b" * 10, 0)
+    drawing = fs.container(p)
+
+    def metas_while_it_closes():
+        metas = Container.metas(drawing)
+        closing.close()
+        return metas
+
+    monkeypatch.setattr(drawing, "metas", metas_while_it_closes)
+    highest = drawing.max_sequence()
+    monkeypatch.undo()
+    assert highest == fs.container(p).max_sequence() > 0
+    with fs.open_writer(p) as later:
+        later.pwrite(b"c" * 10, 0)
+    assert fs.read_bytes(p) == b"c" * 10
+
+
 def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path):
     p = f"{tmp_path}/f"
     for i in range(3):
