@@ -618,7 +618,9 @@ class BridgeOperations(mfusepy.Operations):
             if writable:
                 mode = OpenMode(readable, True, create or bool(flags & os.O_CREAT), False,
                                 bool(flags & os.O_EXCL), False, False, "fuse")
-                created = fs.prepare_container(p, mode).created
+                # Its writes must win over what other processes wrote before: sequence numbers
+                # above the container's (the writer itself is made at the first write).
+                created = fs.container_for_writer(p, mode).created
                 trunc = trunc and not created  # made empty just now
             elif not fs.isfile(p):
                 raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)

@@ -416,11 +416,11 @@ class PlfsFileSystem(FileSystem):
                 raise os_error(errno.ENOENT, self.url(path), BACKEND)
             container = self.container(path)
             return _PlfsReadRaw(self, path, self.reader(container), mode)
-        container = self._container_for_writer(path, mode)
+        container = self.container_for_writer(path, mode)
         start = self._info(path).size if mode.append and not container.created else 0
         return _PlfsWriteRaw(self, path, self.new_writer(container), mode, start)
 
-    def _container_for_writer(self, path: str, mode: OpenMode) -> Container:
+    def container_for_writer(self, path: str, mode: OpenMode) -> Container:
         """:meth:`prepare_container`, then this process's sequence numbers above every one the
         container holds, so a writer opened now wins over all written before (nothing to look
         up in a container this call made)."""
@@ -450,7 +450,7 @@ class PlfsFileSystem(FileSystem):
         how several processes without MPI write one logical file. Returns a write handle."""
         p = self._path(path)
         mode = OpenMode.for_pwrite()  # create if missing, keep what is there
-        container = self._container_for_writer(p, mode)
+        container = self.container_for_writer(p, mode)
         return _PlfsWriteRaw(self, p, self.new_writer(container, writer_id), mode)
 
     def new_writer(self, container: Container, writer_id: int | None = None) -> PlfsWriter:
