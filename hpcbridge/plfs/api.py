@@ -39,10 +39,12 @@ class _CollectiveWriteRaw(_PlfsWriteRaw):
         writer = self._writer
         summary = writer.summary() if writer.index.reached == writer.index.end else None
         gathered = self._comm.gather((summary, error), root=0)
+        recorded = False
         if self._comm.rank == 0:
             try:
                 summaries = [s for s, _ in gathered if s is not None]
                 writer.container.write_meta(f"job.{self._job}", summaries)
+                recorded = True
                 if self._flatten and len(summaries) == len(gathered):
                     from .tools import flatten
 
@@ -50,7 +52,14 @@ class _CollectiveWriteRaw(_PlfsWriteRaw):
             except Exception as exc:
                 error = error or exc
             error = error or next((e for _, e in gathered if e is not None), None)
-        error = self._comm.bcast(error, root=0)
+        error, recorded = self._comm.bcast((error, recorded), root=0)
+        if recorded and summary is not None:
+            # Only now that the job's record lists it: until then its open record is what tells
+            # readers (sizes, sequence numbers) and recovery that this writer exists.
+            try:
+                writer.container.mark_closed(writer.writer)
+            except Exception as exc:
+                error = error or exc
         if error is not None:
             raise error
 
@@ -132,5 +141,6 @@ def open_collective(fs: PlfsFileSystem, path, mode: str, comm, flatten: bool = F
     if first is not None:  # the same error on every rank, and no writer left open
         if writer is not None:
             writer.close(write_meta=False)
+            container.mark_closed(writer.writer)  # it wrote nothing: no record to write
         raise first
     return _CollectiveWriteRaw(fs, p, writer, m, start, comm=comm, job=f"{base:08x}", flatten=flatten)

@@ -320,8 +320,9 @@ class PlfsWriter:
         self.data.discard()
 
     def close(self, write_meta: bool = True) -> dict:
-        """Flush, close the logs, write this writer's metadata record (unless a collective close
-        writes one for the whole job) and clear its open record. Returns the summary.
+        """Flush, close the logs, write this writer's metadata record and clear its open record
+        (``write_meta=False``: a collective close does both, once the record of the whole job is
+        written). Returns the summary.
 
         A failure (ENOSPC...) still indexes every write whose bytes reached the data log and
         closes the writer before the error is raised; only if the index itself cannot be
@@ -349,9 +350,11 @@ class PlfsWriter:
                 except OSError as exc:
                     error = error or exc
         summary = self.summary()
-        if indexed:
-            if write_meta:
-                self.container.write_meta(f"w.{self.writer:08x}", [summary])
+        if indexed and write_meta:
+            # The record first, then the open record cleared: a reader of the two (see
+            # Container.max_sequence) always finds this writer in one or the other. A collective
+            # close clears it once the job's record is written (hpcbridge.plfs.api).
+            self.container.write_meta(f"w.{self.writer:08x}", [summary])
             self.container.mark_closed(self.writer)
         if error is not None:
             raise error

@@ -42,3 +42,52 @@ def test_a_write_through_the_mount_wins_over_what_another_process_wrote_before(f
     ops = BridgeOperations(fs, str(tmp_path))
     _pwrite_through_mount(ops, "/f", b"N" * 10, 0)
     assert fs.read_bytes(f"{tmp_path}/f") == b"N" * 10 + b"o" * 90
+
+
+def test_a_collective_close_keeps_its_writers_visible_until_the_jobs_record_is_written(fs, tmp_path, monkeypatch):
+    """Each rank's open record stays until rank 0 has written the job's metadata record: in
+    between, a stat must see the job's size and a writer opened by another process must win."""
+    from mpi4py import MPI
+
+    p = f"{tmp_path}/ckpt"
+    with fs.open(p, "wb") as f:
+        f.write(b"o" * 100)
+    job = api.open(f"plfs+file://{p}", "wb", comm=MPI.COMM_SELF)
+    for _ in range(5):
+        job.pwrite(b"J" * 200, 0)
+    write_meta, seen = Container.write_meta, {}
+
+    def in_the_window(self, name, writers):
+        if name.startswith("job."):
+            seen["size"] = hpcbridge.connect("plfs+file://").info(p).size
+            with fs.open_writer(p) as later:  # another process, opened after the job's writes
+                later.pwrite(b"N" * 10, 0)
+        return write_meta(self, name, writers)
+
+    monkeypatch.setattr(Container, "write_meta", in_the_window)
+    job.close()
+    monkeypatch.undo()
+    assert seen["size"] == 200
+    assert fs.read_bytes(p) == b"N" * 10 + b"J" * 190
+    assert fs.container(p).open_writers() == []  # cleared once the record was written
+
+
+def test_a_collective_close_whose_record_fails_leaves_its_writers_to_recovery(fs, tmp_path, monkeypatch):
+    from mpi4py import MPI
+
+    p = f"{tmp_path}/ckpt"
+    job = api.open(f"plfs+file://{p}", "wb", comm=MPI.COMM_SELF)
+    job.pwrite(b"J" * 200, 0)
+
+    def full(self, name, writers):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Container, "write_meta", full)
+    with pytest.raises(OSError):
+        job.close()
+    monkeypatch.undo()
+    container = fs.container(p)
+    assert len(container.open_writers()) == 1  # not lost: still known, as a crashed writer
+    assert fs.info(p).size == 200 and fs.read_bytes(p) == b"J" * 200
+    assert len(tools.recover(container)) == 1
+    assert container.open_writers() == [] and fs.info(p).size == 200
