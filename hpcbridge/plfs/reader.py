@@ -60,10 +60,12 @@ class PlfsCorruptionWarning(UserWarning):
 
 
 def _cache_key(container: Container, logs) -> tuple:
-    """What the cached index of ``container`` depends on: its index logs (``index_logs(sizes=True)``)
-    and metadata records, by path and size."""
+    """What the cached index of ``container`` depends on: which container it is (the marker's
+    id: one removed and made again at the same path, by writers of the same ids, can have logs
+    of the same sizes), its index logs (``index_logs(sizes=True)``) and metadata records, by path
+    and size."""
     metas = container.fs.iterdir(f"{container.path}/meta")
-    return (container.url, tuple((path, size) for _, _, path, size in logs),
+    return (container.url, container.marker.get("id"), tuple((path, size) for _, _, path, size in logs),
             tuple(sorted((m.path, m.size) for m in metas)))
 
 

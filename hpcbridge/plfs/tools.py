@@ -44,8 +44,10 @@ def flatten(container: Container) -> dict:
     opens use it while those logs are unchanged."""
     from .reader import load_index
 
+    # The logs' sizes before the index is built from them: a log that grows meanwhile (a writer
+    # still open) then makes this flattened index stale (ignored), never wrong.
+    sources = _sources(container)
     index, _ = load_index(container, "raise")
-    sources = _sources(container)  # before building: a log growing meanwhile makes it stale, not wrong
     data = encode_records(_flat_records(index))
     fs = container.fs
     fs.write_bytes(f"{container.path}/{FLAT_INDEX}", data)

@@ -91,3 +91,51 @@ def test_a_collective_close_whose_record_fails_leaves_its_writers_to_recovery(fs
     assert fs.info(p).size == 200 and fs.read_bytes(p) == b"J" * 200
     assert len(tools.recover(container)) == 1
     assert container.open_writers() == [] and fs.info(p).size == 200
+
+
+def test_flatten_records_the_log_sizes_it_read_not_later_ones(fs, tmp_path, monkeypatch):
+    """A writer still open flushes while flatten builds the index: the flattened index must be
+    stale (ignored) afterwards, not current with the flushed records missing."""
+    p = f"{tmp_path}/f"
+    with fs.open(p, "wb") as f:
+        f.write(b"a" * 100)
+    live = fs.open_writer(p)
+    live.pwrite(b"b" * 50, 0)
+    live.flush()
+    load_index = reader.load_index
+
+    def then_the_writer_flushes(*args, **kwargs):
+        out = load_index(*args, **kwargs)
+        live.pwrite(b"c" * 50, 100)
+        live.flush()
+        return out
+
+    monkeypatch.setattr(reader, "load_index", then_the_writer_flushes)
+    tools.flatten(fs.container(p))
+    monkeypatch.undo()
+    live.close()
+    reader._CACHE.clear()
+    assert fs.read_bytes(p) == b"b" * 50 + b"a" * 50 + b"c" * 50
+
+
+def test_a_container_made_again_at_the_same_path_is_not_read_through_the_old_ones_cached_index(fs, tmp_path,
+                                                                                               monkeypatch):
+    """Same writer id, same sizes of logs and records: only the container's id tells the new
+    container from the removed one whose resolved index this process cached."""
+    import time
+
+    p = f"{tmp_path}/f"
+    monkeypatch.setattr(time, "time", lambda: 1.8e9)  # records of the same length
+
+    def write(offset, byte):
+        w = fs.open_writer(p, writer_id=7)
+        w.pwrite(byte * 100, offset)
+        w.close()
+
+    write(0, b"a")
+    assert fs.read_bytes(p) == b"a" * 100  # its index is now cached
+    before = sorted((e.name, e.stat().st_size) for e in os.scandir(f"{p}/meta"))
+    fs.rm(p)
+    write(500, b"b")
+    assert sorted((e.name, e.stat().st_size) for e in os.scandir(f"{p}/meta")) == before
+    assert fs.read_bytes(p) == b"\0" * 500 + b"b" * 100
