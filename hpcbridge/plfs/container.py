@@ -66,11 +66,28 @@ class Damage(tuple):
         return f"{url}: record {record}: {why}" if record >= 0 else f"{url}: {why}"
 
 
-def _meta_json(writers: list[dict], closed: float | None = None) -> bytes:
-    """A metadata record: the writers' entries, their largest size and sequence number."""
-    return json.dumps({"writers": writers, "closed": time.time() if closed is None else closed,
-                       "size": max((w["max_end"] for w in writers), default=0),
-                       "max_sequence": max((w["max_sequence"] for w in writers), default=0)}).encode()
+def _meta_json(writers: list[dict], container_id: str | None, closed: float | None = None) -> bytes:
+    """A metadata record: the writers' entries, their largest size and sequence number, and the
+    id of the container they wrote (format 2)."""
+    record = {"writers": writers, "closed": time.time() if closed is None else closed,
+              "size": max((w["max_end"] for w in writers), default=0),
+              "max_sequence": max((w["max_sequence"] for w in writers), default=0)}
+    if container_id is not None:
+        record["container"] = container_id
+    return json.dumps(record).encode()
+
+
+def _writer_entries(records: list[dict]) -> dict[int, dict]:
+    """``{writer id: entry}`` over metadata records. A writer recovered while it was in fact
+    alive (nothing fences a POSIX writer) and then closed has two entries: its own close's,
+    which counts everything it indexed, is the one that holds."""
+    out: dict[int, dict] = {}
+    for record in records:
+        for entry in record["writers"]:
+            writer = int(entry["writer"])
+            if writer not in out or out[writer].get("recovered"):
+                out[writer] = entry
+    return out
 
 
 class Container:
@@ -336,7 +353,9 @@ class Container:
         recovered writer); then the records are merged if there are too many."""
         path = f"{self.path}/{META_DIR}/{name}.json"
         with errors_named(f"writing the metadata record {self.fs.url(path)}", self.url):
-            self.fs.write_bytes(path, _meta_json(writers))
+            # The id of the container this object opened: a writer that outlived it (the file
+            # truncated or removed and made again meanwhile) must not describe the new one.
+            self.fs.write_bytes(path, _meta_json(writers, self.marker.get("id")))
         self.compact_metas()
 
     def _meta_paths(self) -> list[str]:
@@ -388,7 +407,7 @@ class Container:
             except FileNotFoundError:
                 if generation <= listed:  # listed, never removed: the container went away
                     raise os_error(errno.ENOENT, self.url, "plfs", f"its merged metadata record {path} vanished")
-                return out
+                return [record for record in out if self._ours(record)]
             except OSError as exc:
                 raise named_error(exc, f"reading the merged metadata record {self.fs.url(path)}", self.url) from exc
             try:
@@ -397,6 +416,12 @@ class Container:
                 # Still being written, or its merge died writing it: either way the records it
                 # merges were not removed (removal follows a complete merged record).
                 continue
+
+    def _ours(self, record: dict) -> bool:
+        """Whether a metadata record describes this container: one written by a writer of an
+        earlier container at this path (removed or emptied while it was open) names that one."""
+        mine = self.marker.get("id")
+        return record.get("container", mine) == mine
 
     def compact_metas(self, threshold: int | None = None) -> int:
         """Merge the unmerged metadata records into a new merged record when there are more than
@@ -416,19 +441,21 @@ class Container:
         records, merged = [], []
         for path in paths:
             try:
-                records.append(json.loads(self.fs.read_bytes(path)))
+                record = json.loads(self.fs.read_bytes(path))
             except (ValueError, OSError):
                 continue
-            merged.append(path)
+            if self._ours(record):
+                records.append(record)
+            merged.append(path)  # another container's record is dropped with the merged ones
         if len(merged) < 2:
             return 0
-        writers = {int(w["writer"]): w for record in records for w in record["writers"]}
-        closed = max(r.get("closed", 0) for r in records)
+        writers = _writer_entries(records)
+        closed = max((r.get("closed", 0) for r in records), default=0)
         final = self._merged_path(self._newest_generation(listed) + 1)
         with errors_named(f"writing the merged metadata record {self.fs.url(final)}", self.url):
             try:
                 with self.fs.open(final, "xb") as f:
-                    f.write(_meta_json(list(writers.values()), closed))
+                    f.write(_meta_json(list(writers.values()), self.marker.get("id"), closed))
             except FileExistsError:
                 return 0  # another merge made this generation first
             for path in merged:
@@ -441,7 +468,7 @@ class Container:
     def closed_writers(self, metas: list[dict] | None = None) -> dict[int, dict]:
         """``{writer id: its summary}`` of every writer a metadata record lists (closed or
         recovered): how many index records it wrote, its size, its highest sequence number."""
-        return {int(w["writer"]): w for m in (self.metas() if metas is None else metas) for w in m["writers"]}
+        return _writer_entries(self.metas() if metas is None else metas)
 
     def summary_size(self) -> int | None:
         """Logical size from metadata alone, or None when a writer is open (or crashed): then

@@ -220,8 +220,9 @@ def recover(container: Container) -> list[int]:
     (then their flushed length is final); elsewhere nothing needs closing. Each recovered
     writer gets a metadata record counting the index records it left whose data reached its
     data log, as a clean close would have written, so later checks hold it to them; its
-    open-writer record is removed. Only for writers known to be gone: recovery fences a live
-    writer.
+    open-writer record is removed. Only for writers known to be gone. On HDFS recovery fences
+    a live writer (its later writes fail); elsewhere one goes on writing, and the record of its
+    own close, which counts everything it indexed, then holds over the recovered one.
     """
     recovered = []
     for record in container.open_writers():

@@ -139,3 +139,38 @@ def test_a_container_made_again_at_the_same_path_is_not_read_through_the_old_one
     write(500, b"b")
     assert sorted((e.name, e.stat().st_size) for e in os.scandir(f"{p}/meta")) == before
     assert fs.read_bytes(p) == b"\0" * 500 + b"b" * 100
+
+
+def test_a_writer_open_across_a_truncation_does_not_describe_the_new_file(fs, tmp_path):
+    """Another open truncates the file (a new container) while a writer of the old one is
+    open; that writer's close must not put its size into the new container's metadata (the
+    size would then promise bytes no read can return)."""
+    p = f"{tmp_path}/f"
+    old = fs.open_writer(p)
+    old.pwrite(b"o" * 100, 0)
+    with fs.open(p, "wb") as f:
+        f.write(b"n" * 10)
+    old.pwrite(b"o" * 100, 1000)
+    old.close()
+    assert fs.info(p).size == 10 and fs.read_bytes(p) == b"n" * 10
+    container = fs.container(p)
+    assert len(container.closed_writers()) == 1
+    assert container.compact_metas(threshold=0) == 2  # the stray record is dropped by a merge
+    assert len(container.closed_writers()) == 1 and fs.info(p).size == 10
+
+
+def test_a_writer_recovered_while_alive_and_then_closed_keeps_everything_it_indexed(fs, tmp_path):
+    """On POSIX nothing stops a writer recovered by mistake: its own close's record counts all
+    it indexed and must win over the recovery's, whatever order a listing returns them in."""
+    p = f"{tmp_path}/f"
+    alive = fs.open_writer(p)
+    alive.pwrite(b"a" * 10, 0)
+    alive.flush()
+    assert len(tools.recover(fs.container(p))) == 1
+    alive.pwrite(b"b" * 10, 10)
+    alive.close()
+    container = fs.container(p)
+    for metas in (container.metas(), container.metas()[::-1]):
+        assert [entry.get("recovered", False) for entry in container.closed_writers(metas).values()] == [False]
+    assert fs.info(p).size == 20 and fs.read_bytes(p) == b"a" * 10 + b"b" * 10
+    assert tools.check(container)["healthy"]
