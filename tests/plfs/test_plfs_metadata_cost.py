@@ -276,18 +276,6 @@ def test_of_two_merges_at_once_one_makes_the_generation_and_the_other_leaves_its
     assert len(first.closed_writers()) == 6 and fs.info(p).size == 60
 
 
-def test_a_merged_record_still_being_written_is_skipped_and_the_newer_ones_read(fs, tmp_path):
-    p = f"{tmp_path}/f"
-    for i in range(3):
-        _write_and_close(fs, p, i * 10, b"x" * 10)
-    container = fs.container(p)
-    with open(f"{tmp_path}/f/meta/merged.00000001.json", "w") as f:
-        f.write('{"writers": [')  # a merge that died writing: it removed nothing
-    assert container.compact_metas(threshold=0) == 3
-    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == ["merged.00000001.json", "merged.00000002.json"]
-    assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
-
-
 def test_a_writer_closing_while_sequence_numbers_are_drawn_is_counted(fs, tmp_path, monkeypatch):
     """A writer closes between the reads of the metadata records and of the open-writer
     records: its highest sequence number must still count, or a writer opening then draws
@@ -312,15 +300,19 @@ def test_a_writer_closing_while_sequence_numbers_are_drawn_is_counted(fs, tmp_pa
     assert fs.read_bytes(p) == b"c" * 10
 
 
-def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path):
+@pytest.mark.parametrize("torn, left", [
+    ("w.torn.json", ["merged.00000001.json", "w.torn.json"]),  # a record being written, or damaged: left
+    ("merged.00000001.json", ["merged.00000001.json", "merged.00000002.json"]),  # a merge that died writing
+], ids=["record", "merged-record"])
+def test_a_record_that_cannot_be_read_is_left_and_skipped(fs, tmp_path, torn, left):
     p = f"{tmp_path}/f"
     for i in range(3):
         _write_and_close(fs, p, i * 10, b"x" * 10)
     container = fs.container(p)
-    with open(f"{tmp_path}/f/meta/w.torn.json", "w") as f:
-        f.write('{"writers": [')  # a record being written, or damaged
+    with open(f"{tmp_path}/f/meta/{torn}", "w") as f:
+        f.write('{"writers": [')
     assert container.compact_metas(threshold=0) == 3
-    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == ["merged.00000001.json", "w.torn.json"]
+    assert sorted(os.listdir(f"{tmp_path}/f/meta")) == left
     assert len(container.closed_writers()) == 3 and fs.info(p).size == 30
 
 
