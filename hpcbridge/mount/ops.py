@@ -36,6 +36,7 @@ import mfusepy
 
 from ..fs.file import OpenMode
 from ..fs.types import FileType
+from ..plfs.writer import reserve_sequences, sequences_for
 
 __all__ = ["BridgeOperations", "BridgeFUSE"]
 
@@ -130,6 +131,8 @@ class _PlfsHandle(_Handle):
         self.reader = None
         self.reader_generation = -1
         self.retired = []
+        #: ``(file system, path)`` of the logs of writers closed since the last fsync.
+        self.unsynced: list = []
         #: The end of what this handle's closed writers wrote (a stat racing the asynchronous
         #: release still counts it).
         self.ended = 0
@@ -167,7 +170,9 @@ class _PlfsHandle(_Handle):
         with self._cond:
             while self._queued > WRITE_BEHIND and self._error is None:
                 self._cond.wait()
-            self._queue.append((data, offset))
+            # Its sequence numbers now, as it is answered: a write answered later, through any
+            # open, must win where they overlap, whichever queue reaches its writer first.
+            self._queue.append((data, offset, reserve_sequences(sequences_for(n))))
             self._queued += n
             self._queued_end = max(self._queued_end, offset + n)
             if self._thread is None:
@@ -189,13 +194,19 @@ class _PlfsHandle(_Handle):
                 if self._error is None and batch[0][0] is not None:
                     with self.lock:
                         writer = self._writer()
-                        for data, offset in batch:
+                        for data, offset, sequence in batch:
                             if data is not None:
-                                writer.write(data, offset)
+                                writer.write(data, offset, sequence)
+                failed = None
             except BaseException as exc:
-                self._error = exc
+                failed = exc
             with self._cond:
-                for data, _ in batch:
+                if failed is not None:
+                    self._error = failed
+                if self._error is not None:
+                    # Dropped, to be reported: the size counts only what reached a writer.
+                    self._queued_end = 0
+                for data, _, _ in batch:
                     self._queue.popleft()
                     if data is not None:
                         self._queued -= len(data)
@@ -204,16 +215,20 @@ class _PlfsHandle(_Handle):
                 return
 
     def _check_error(self) -> None:
-        error, self._error = self._error, None
+        with self._cond:  # taken and cleared at once: the appender sets it under this lock
+            error, self._error = self._error, None
         if error is not None:
             raise error
 
-    def drain(self) -> None:
-        """Wait until every queued write reached the writer; raise a failed one's error."""
+    def drain(self, report: bool = True) -> None:
+        """Wait until every queued write reached the writer; raise a failed one's error
+        (``report``: the caller is this handle's owner; another open draining it, to read or
+        truncate the file, leaves the error for the owner's next write, fsync or close)."""
         with self._cond:
             while self._queued:
                 self._cond.wait()
-        self._check_error()
+        if report:
+            self._check_error()
 
     def readinto(self, view, offset: int) -> int:
         # Lock order: the path's state, then a handle (as truncate and _publish take them).
@@ -228,48 +243,78 @@ class _PlfsHandle(_Handle):
                 self.ops._publish(state)
                 fs = self.ops.fs
                 fresh = fs.reader(fs.container(self.ops.backend_path(self.path)))
+                # What it found is the file's size here too (other hosts' writers included).
+                state.base_size = max(state.base_size, fresh.size)
             with self.lock:
-                if self.reader is not None:
-                    self.retired.append(self.reader)  # another thread may still read from it
-                self.reader, self.reader_generation = fresh, generation
+                # Another read may have installed a newer one meanwhile: keep the newest (and
+                # read through our own, which is at least as new as this read).
+                if self.reader is None or generation >= self.reader_generation:
+                    if self.reader is not None:
+                        self.retired.append(self.reader)  # another thread may still read from it
+                    self.reader, self.reader_generation = fresh, generation
+                else:
+                    self.retired.append(fresh)
+            reader = fresh
         with self.lock:
-            return self.reader.readinto(view, offset)
+            return reader.readinto(view, offset)
 
     def flush(self) -> None:
         """close(2) of a descriptor: close the writer, so its index and metadata are complete
         for every reader, the library's included, before close(2) returns (the kernel's release
         comes later, asynchronously). The next write through the handle opens a new writer."""
-        self.drain()
         self.close_writer()
 
     def publish(self) -> None:
         """Make what this handle wrote readable by this daemon's readers: flushed logs where
         the backing store shows written bytes at once (POSIX); elsewhere (HDFS shows a file
-        still being written only up to its last closed block) the writer is closed."""
-        self.drain()
+        still being written only up to its last closed block) the writer is closed. Called for
+        every open of a file (another's read or truncate): errors stay for the owner."""
+        self.drain(report=False)
         if self.ops.visible_writes:
             with self.lock:
                 if self.writer is not None:
                     self.writer.flush()
         else:
-            self.close_writer()
+            self.close_writer(report=False)
 
     def fsync(self) -> None:
+        """Durable: the open writer's logs, and those of the writers this open had that were
+        closed since its last fsync (by a close(2) of a duplicate descriptor, or by a rename,
+        unlink or truncate of the file): fsync(2) covers everything written through it."""
         self.drain()
         with self.lock:
             if self.writer is not None:
                 self.writer.sync()
+            closed, self.unsynced = self.unsynced, []
+        for log_fs, path in closed:
+            try:
+                local = log_fs.local_path(path)
+            except io.UnsupportedOperation:
+                continue  # HDFS: a closed file is as durable as the store makes it; no handle to hsync
+            try:
+                fd = os.open(local, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # removed since (the file was truncated or unlinked): nothing to keep
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
-    def close_writer(self) -> None:
-        """Close the writer (its next write opens a new one)."""
-        self.drain()
+    def close_writer(self, report: bool = True) -> None:
+        """Close the writer (its next write opens a new one); ``report``: raise a queued write's
+        failure (this handle's owner asks; another open closing it leaves that to the owner).
+        The writer is closed even then, so everything that did reach it is published."""
+        self.drain(report=False)
         with self.lock:
             writer = self.writer
             if writer is not None:
                 self.ended = max(self.ended, writer.max_end)
+                self.unsynced += writer.log_paths()
             self.writer = None
         if writer is not None:
             writer.close()
+        if report:
+            self._check_error()
 
     def release(self) -> None:
         error = None
@@ -279,7 +324,7 @@ class _PlfsHandle(_Handle):
             error = exc
         with self._cond:
             if self._thread is not None:
-                self._queue.append((None, 0))
+                self._queue.append((None, 0, 0))
                 self._cond.notify_all()
         with self.lock:
             for reader in [self.reader, *self.retired]:
@@ -432,6 +477,28 @@ class BridgeOperations(mfusepy.Operations):
                 state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
             return state
 
+    def _attach(self, path: str, base_size, make_handle, truncated: bool = False) -> _Handle:
+        """A new handle of ``path`` (``make_handle(state)``) in the path's state, made if there is
+        none, in one step: the last handle's release drops a state, and a handle added to one
+        after that would be in a state no other open sees (its writes missing from their stat
+        and reads). ``truncated``: the open emptied the file (plain backends' O_TRUNC), which
+        the other opens' state must learn."""
+        with self._states_lock:
+            state = self._states.get(path)
+            if state is None:
+                state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
+            elif truncated:
+                with state.lock:
+                    state.base_size = 0
+                    for h in state.handles:
+                        if isinstance(h, _RawHandle):
+                            h.position = 0
+                    state.generation += 1
+            handle = make_handle(state)
+            with state.lock:
+                state.handles.add(handle)
+        return handle
+
     def _drop_state(self, state: _FileState) -> None:
         with self._states_lock:
             if not state.handles and self._states.get(state.path) is state:
@@ -469,7 +536,9 @@ class BridgeOperations(mfusepy.Operations):
         else:
             info = self.fs.info(self.backend_path(path))
             attrs = self._attrs(info)
-        if state is not None and (self.plfs or not info.is_dir):
+        if state is not None and (self.plfs or (not info.is_dir and not self.visible_writes)):
+            # (A POSIX backend's own size is exact, other processes' truncations included; HDFS
+            # shows a file being written only up to its last complete block.)
             attrs["st_size"] = state.size()
             attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
         return attrs
@@ -560,6 +629,9 @@ class BridgeOperations(mfusepy.Operations):
                 state.path = new
                 for h in state.handles:
                     h.path = new
+                    if isinstance(h, _PlfsHandle):  # the logs fsync still owes moved with the file
+                        h.unsynced = [(log_fs, dst + path[len(src):] if path.startswith(src + "/") else path)
+                                      for log_fs, path in h.unsynced]
                 self._states[new] = state
 
     @_guard
@@ -624,17 +696,19 @@ class BridgeOperations(mfusepy.Operations):
                 trunc = trunc and not created  # made empty just now
             elif not fs.isfile(p):
                 raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
-            state = self._state(path, 0 if created else lambda: fs.info(p).size)
-            handle = _PlfsHandle(self, path, state, readable, writable)
+            handle = self._attach(path, 0 if created else lambda: fs.info(p).size,
+                                  lambda state: _PlfsHandle(self, path, state, readable, writable))
+            state = handle.state
         else:
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
-            state = self._state(path, lambda: 0 if mode.truncate else fs.info(p).size)
-            handle = _RawHandle(self, path, state, readable, writable, raw=raw)
-            if mode.append:
-                handle.position = state.base_size
-        with state.lock:
-            state.handles.add(handle)
+
+            def make(state):
+                handle = _RawHandle(self, path, state, readable, writable, raw=raw)
+                if mode.append:
+                    handle.position = state.base_size
+                return handle
+            handle = self._attach(path, lambda: 0 if mode.truncate else fs.info(p).size, make, mode.truncate)
         if trunc and self.plfs:
             try:
                 self._truncate(state, 0)
@@ -688,7 +762,7 @@ class BridgeOperations(mfusepy.Operations):
         finally:
             with state.lock:
                 state.handles.discard(handle)
-                if self.plfs and handle.writable:
+                if handle.writable:
                     state.base_size = max(state.base_size, handle.end())
             self._drop_state(state)
 
@@ -755,7 +829,7 @@ class BridgeOperations(mfusepy.Operations):
         for h in list(state.handles):
             if isinstance(h, _PlfsHandle):
                 try:
-                    h.close_writer()
+                    h.close_writer(report=False)
                 except Exception as exc:
                     error = error or exc
         if error is not None:
@@ -786,6 +860,10 @@ class BridgeOperations(mfusepy.Operations):
                 h._queued_end = min(h._queued_end, length)
             if length == 0:
                 fs.prepare_container(p, OpenMode.parse("wb", fs.url(p)))
+                # A write queued on another open while this ran (an O_TRUNC open does not take
+                # the kernel's inode lock) may have made a writer of the old container: close it,
+                # so the writes answered after this returns go to the new one.
+                self._close_writers(state)
             else:
                 head, name = posixpath.split(p)
                 tmp = f"{head}/.{name}.hpcbridge-truncate-{secrets.token_hex(4)}"
@@ -805,8 +883,14 @@ class BridgeOperations(mfusepy.Operations):
                             dst.pwrite(b"\0", length - 1)
                     finally:
                         dst.close()
-                fs.rm(p)
+                # Replace the file by renames, the old one removed last: a daemon killed here
+                # leaves the file or its copy in place, never neither (the window where the
+                # path is missing is two renames, not a removal of a whole container).
+                old = f"{head}/.{name}.hpcbridge-truncated-{secrets.token_hex(4)}"
+                fs.rename(p, old)
                 fs.rename(tmp, p)
+                self._close_writers(state)  # a writer made meanwhile names the old container
+                fs.rm(old)
             state.base_size = length
             state.generation += 1
 

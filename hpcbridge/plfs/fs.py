@@ -393,6 +393,8 @@ class PlfsFileSystem(FileSystem):
             is_container = True
         if is_container and mode.exclusive:
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
+        if not is_container and not mode.create:  # open(2) without O_CREAT of a missing file
+            raise os_error(errno.ENOENT, self.url(path), BACKEND)
         if is_container and mode.truncate:
             container.remove()  # truncate to 0: a fresh container
             is_container = False

@@ -33,7 +33,7 @@ from .container import Container, errors_named, named_error
 from .format import FLAG_DATA_CRC, MAX_RECORD_SPAN, RECORD, data_crc, data_log_name, encode_records, \
     index_log_name, record_size
 
-__all__ = ["PlfsWriter", "next_sequence", "advance_sequence"]
+__all__ = ["PlfsWriter", "next_sequence", "reserve_sequences", "advance_sequence", "sequences_for"]
 
 _sequence_lock = threading.Lock()
 _sequence = itertools.count(1)
@@ -45,6 +45,18 @@ def next_sequence() -> int:
         return next(_sequence)
 
 
+def reserve_sequences(count: int) -> int:
+    """``count`` consecutive sequence numbers of this process, taken now; returns the first.
+    For writes whose order is decided before they reach a writer (a write-behind queue): see
+    :meth:`PlfsWriter.write`."""
+    global _sequence
+    with _sequence_lock:
+        first = next(_sequence)
+        if count > 1:
+            _sequence = itertools.count(first + count)
+        return first
+
+
 def advance_sequence(floor: int) -> None:
     """Make every later sequence number of this process greater than ``floor``."""
     global _sequence
@@ -54,12 +66,19 @@ def advance_sequence(floor: int) -> None:
         _sequence = itertools.count(start)
 
 
+def sequences_for(n: int) -> int:
+    """How many sequence numbers a write of ``n`` bytes takes (one per record of at most
+    MAX_RECORD_SPAN bytes)."""
+    return max(1, -(-n // MAX_RECORD_SPAN))
+
+
 class _AppendLog:
     """An append-only log on the backing store with its own buffer, that knows exactly how many
     bytes reached the store: after a failed write (ENOSPC, EIO, a vanished directory) the bytes
     not yet written stay buffered for a retry, and nothing is written twice or skipped."""
 
     def __init__(self, fs, path: str, buffer_size: int, what: str, container_url: str):
+        self.fs, self.path = fs, path
         self.url = fs.url(path)
         self.what = what
         self.container_url = container_url
@@ -207,8 +226,13 @@ class PlfsWriter:
         """Index records that reached the index log."""
         return self.index.reached // record_size(self.version)
 
-    def write(self, data, logical: int) -> int:
-        """Append ``data`` to the data log as the bytes at ``logical``; returns the count."""
+    def write(self, data, logical: int, sequence: int | None = None) -> int:
+        """Append ``data`` to the data log as the bytes at ``logical``; returns the count.
+
+        ``sequence``: the first of ``sequences_for(len(data))`` numbers the caller reserved
+        (:func:`reserve_sequences`) when it answered the write, for writes queued before they
+        reach a writer: overlapping writes then rank in the order they were answered, not in
+        the order they were appended. None: numbers drawn now."""
         view = memoryview(data).cast("B")
         n = len(view)
         if logical < 0 or logical + n > MAX_OFFSET:
@@ -220,16 +244,18 @@ class PlfsWriter:
                 raise ValueError(f"write to a closed PLFS writer of {self.container.url}")
             # Large writes become several records of at most MAX_RECORD_SPAN bytes, each with
             # its own sequence number, so every checksum covers a bounded range.
-            for start in range(0, n, MAX_RECORD_SPAN):
-                self._append(view[start:start + MAX_RECORD_SPAN], logical + start)
+            for k, start in enumerate(range(0, n, MAX_RECORD_SPAN)):
+                self._append(view[start:start + MAX_RECORD_SPAN], logical + start,
+                             None if sequence is None else sequence + k)
             if len(self._pending) >= self.index_batch:
                 self._flush_logs(publish=False)
         return n
 
-    def _append(self, part, logical: int) -> None:
+    def _append(self, part, logical: int, sequence: int | None) -> None:
         n = len(part)
         physical = self.data.end
-        sequence = next_sequence()
+        if sequence is None:
+            sequence = next_sequence()
         cur = self._cur
         merge = None
         if cur is not None and sequence == cur[6] + 1 and cur[1] * cur[5] + n <= MAX_RECORD_SPAN:
@@ -245,7 +271,7 @@ class PlfsWriter:
         crc = data_crc(part, cur[7] if merge else 0) if self.checksums else 0
         self.data.append(part)  # a failure leaves no record: the bytes were not written
         self.max_end = max(self.max_end, logical + n)
-        self.max_sequence = sequence
+        self.max_sequence = max(self.max_sequence, sequence)
         if merge == "extent":
             cur[1] += n  # contiguous: one longer extent
             cur[6], cur[7] = sequence, crc
@@ -318,6 +344,10 @@ class PlfsWriter:
         reached = self.data.reached
         self._pending = [r for r in self._pending if r[2] + r[1] * r[5] <= reached]
         self.data.discard()
+
+    def log_paths(self) -> list[tuple]:
+        """``(file system, path)`` of this writer's data log and index log."""
+        return [(log.fs, log.path) for log in (self.data, self.index)]
 
     def close(self, write_meta: bool = True) -> dict:
         """Flush, close the logs, write this writer's metadata record and clear its open record
