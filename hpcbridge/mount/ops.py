@@ -472,10 +472,15 @@ class BridgeOperations(mfusepy.Operations):
 
     def _state(self, path: str, base_size) -> _FileState:
         with self._states_lock:
-            state = self._states.get(path)
-            if state is None:
-                state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
-            return state
+            return self._state_locked(path, base_size)
+
+    def _state_locked(self, path: str, base_size) -> _FileState:
+        """The state of ``path``, made if none (``base_size``: a size or a call that gives it);
+        the caller holds the states' lock."""
+        state = self._states.get(path)
+        if state is None:
+            state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
+        return state
 
     def _attach(self, path: str, base_size, make_handle, truncated: bool = False) -> _Handle:
         """A new handle of ``path`` (``make_handle(state)``) in the path's state, made if there is
@@ -484,10 +489,9 @@ class BridgeOperations(mfusepy.Operations):
         and reads). ``truncated``: the open emptied the file (plain backends' O_TRUNC), which
         the other opens' state must learn."""
         with self._states_lock:
-            state = self._states.get(path)
-            if state is None:
-                state = self._states[path] = _FileState(path, base_size() if callable(base_size) else base_size)
-            elif truncated:
+            known = path in self._states
+            state = self._state_locked(path, base_size)
+            if known and truncated:
                 with state.lock:
                     state.base_size = 0
                     for h in state.handles:

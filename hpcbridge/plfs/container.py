@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
-from .format import (CREATING, MARKER, MERGED_PREFIX, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir,
-                     marker_json, merged_generation, parse_marker, volume_marker_json)
+from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir, marker_json,
+                     merged_generation, merged_name, parse_marker, volume_marker_json)
 
 __all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError", "named_error", "errors_named"]
 
@@ -150,6 +150,11 @@ class Container:
             self._check_volumes(marker)
             self._marker = marker
         return self._marker
+
+    @property
+    def id(self) -> str | None:
+        """The marker's id of this container (None: format 1, which has none)."""
+        return self.marker.get("id")
 
     def refuse_volume_directory(self) -> None:
         """MissingVolumesError if this directory is a non-canonical volume of a container."""
@@ -355,14 +360,14 @@ class Container:
         with errors_named(f"writing the metadata record {self.fs.url(path)}", self.url):
             # The id of the container this object opened: a writer that outlived it (the file
             # truncated or removed and made again meanwhile) must not describe the new one.
-            self.fs.write_bytes(path, _meta_json(writers, self.marker.get("id")))
+            self.fs.write_bytes(path, _meta_json(writers, self.id))
         self.compact_metas()
 
     def _meta_paths(self) -> list[str]:
         return [e.path for e in self.fs.iterdir(f"{self.path}/{META_DIR}") if e.path.endswith(".json")]
 
     def _merged_path(self, generation: int) -> str:
-        return f"{self.path}/{META_DIR}/{MERGED_PREFIX}{generation:08d}.json"
+        return f"{self.path}/{META_DIR}/{merged_name(generation)}"
 
     def _listed_records(self) -> tuple[list[str], int]:
         """``(paths of the unmerged records listed, newest merged generation listed or 0)``."""
@@ -420,8 +425,7 @@ class Container:
     def _ours(self, record: dict) -> bool:
         """Whether a metadata record describes this container: one written by a writer of an
         earlier container at this path (removed or emptied while it was open) names that one."""
-        mine = self.marker.get("id")
-        return record.get("container", mine) == mine
+        return record.get("container", self.id) == self.id
 
     def compact_metas(self, threshold: int | None = None) -> int:
         """Merge the unmerged metadata records into a new merged record when there are more than
@@ -455,7 +459,7 @@ class Container:
         with errors_named(f"writing the merged metadata record {self.fs.url(final)}", self.url):
             try:
                 with self.fs.open(final, "xb") as f:
-                    f.write(_meta_json(list(writers.values()), self.marker.get("id"), closed))
+                    f.write(_meta_json(list(writers.values()), self.id, closed))
             except FileExistsError:
                 return 0  # another merge made this generation first
             for path in merged:

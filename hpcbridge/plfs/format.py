@@ -27,7 +27,8 @@ from fastcrc.crc32 import iscsi as _crc32c
 __all__ = [
     "FORMAT", "VERSION", "MARKER", "VOLUME_MARKER", "RECORD", "RECORD_SIZE", "RECORD_V1", "FLAG_DATA_CRC",
     "encode_records", "decode_records", "record_size", "data_crc", "data_crcs", "data_log_name", "index_log_name",
-    "host_dir", "merged_generation", "MERGED_PREFIX", "marker_json", "volume_marker_json", "parse_marker", "MAX_RECORD_SPAN",
+    "host_dir", "merged_name", "merged_generation", "MERGED_PREFIX", "marker_json", "volume_marker_json", "parse_marker",
+    "MAX_RECORD_SPAN",
 ]
 
 FORMAT = "hpcbridge-plfs"
@@ -167,6 +168,11 @@ def _addressable(records: np.ndarray) -> np.ndarray:
 def host_dir(writer: int, host_dirs: int) -> str:
     """Name of the host subdirectory of ``writer``."""
     return f"hostdir.{writer % host_dirs}"
+
+
+def merged_name(generation: int) -> str:
+    """File name of the merged metadata record of ``generation`` (1, 2, ...)."""
+    return f"{MERGED_PREFIX}{generation:08d}.json"
 
 
 def merged_generation(name: str) -> int | None:

@@ -65,7 +65,7 @@ def _cache_key(container: Container, logs) -> tuple:
     of the same sizes), its index logs (``index_logs(sizes=True)``) and metadata records, by path
     and size."""
     metas = container.fs.iterdir(f"{container.path}/meta")
-    return (container.url, container.marker.get("id"), tuple((path, size) for _, _, path, size in logs),
+    return (container.url, container.id, tuple((path, size) for _, _, path, size in logs),
             tuple(sorted((m.path, m.size) for m in metas)))
 
 

@@ -39,12 +39,6 @@ _sequence_lock = threading.Lock()
 _sequence = itertools.count(1)
 
 
-def next_sequence() -> int:
-    """The next sequence number of this process."""
-    with _sequence_lock:
-        return next(_sequence)
-
-
 def reserve_sequences(count: int) -> int:
     """``count`` consecutive sequence numbers of this process, taken now; returns the first.
     For writes whose order is decided before they reach a writer (a write-behind queue): see
@@ -55,6 +49,11 @@ def reserve_sequences(count: int) -> int:
         if count > 1:
             _sequence = itertools.count(first + count)
         return first
+
+
+def next_sequence() -> int:
+    """The next sequence number of this process."""
+    return reserve_sequences(1)
 
 
 def advance_sequence(floor: int) -> None:
