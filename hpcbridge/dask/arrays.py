@@ -133,7 +133,8 @@ def _regular(shape, unit, item, target, split_inner=False) -> tuple:
             tile[ax] = unit[ax] * per
             if per < grid:
                 break
-    return tuple(tuple([t] * (n // t) + ([n % t] if n % t else [])) if t else (0,) for t, n in zip(tile, shape))
+    # An axis of length 0 is one block of 0 (Dask's way to say empty), not no block.
+    return tuple(tuple([t] * (n // t) + ([n % t] if n % t else [])) if t and n else (0,) for t, n in zip(tile, shape))
 
 
 def _chunked_chunks(info, index: ChunkIndex, blocks: _Blocks, target: int) -> tuple:

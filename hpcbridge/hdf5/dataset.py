@@ -13,7 +13,9 @@ It returns the byte ranges it read, for the locality report.
 
 from __future__ import annotations
 
+import logging
 import math
+import posixpath
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MissingDependencyError
-from .btree import ChunkIndex, read_btree_index, read_index_h5py
+from .btree import ChunkIndex, agrees_with_hdf5, read_btree_index, read_index_h5py, read_v4_index
 from .cache import BlockCacheFile
 from .errors import DatasetNotFoundError, HDF5Error, HDF5FormatError, NotHDF5Error
 from .filters import Filter, check_pipeline, decode
@@ -34,6 +36,10 @@ MAX_RUN = 64 << 20
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
+log = logging.getLogger(__name__)
+#: Datasets whose stored type HDF5 converts on read (space-padded strings, integers of a few
+#: bits...) are read through h5py when describing them, up to this many bytes.
+CONVERTED_MAX = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,56 @@ def _object_address(h5py, dsid) -> int:
     return int.from_bytes(bytes(token)[:8], "little")
 
 
+def _refuse_external_links(h5py, h5, dataset: str, url: str, asked: str | None = None, depth: int = 0) -> str:
+    """The hard path of ``dataset`` in ``h5`` (soft links followed); HDF5Error where the path
+    crosses an external link: h5py, reading through hpcbridge's file object, would resolve it in
+    this same file, and the layout parsed here describes this file's bytes only."""
+    asked = asked or dataset
+    if depth > 16:
+        raise HDF5Error(f"{asked!r} in {url}: more than 16 soft links in a row")
+    current = "/"
+    for part in (p for p in dataset.split("/") if p):
+        path = posixpath.join(current, part)
+        link = h5.get(path, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            raise HDF5Error(f"{asked!r} in {url} is reached through an external link to {link.path!r} in "
+                            f"{link.filename!r} (at {path}): open that file's URL instead")
+        if isinstance(link, h5py.SoftLink):
+            target = link.path if link.path.startswith("/") else posixpath.join(current, link.path)
+            path = _refuse_external_links(h5py, h5, posixpath.normpath(target), url, asked, depth + 1)
+        current = path
+    return current
+
+
+def _converted_on_read(h5py, tid) -> str | None:
+    """What HDF5 would convert in the file type ``tid`` when h5py reads it as its numpy dtype
+    (None: the stored bytes are that dtype's bytes, as the parser reads them)."""
+    t = h5py.h5t
+    cls = tid.get_class()
+    if cls == t.INTEGER:
+        if tid.get_precision() != 8 * tid.get_size() or tid.get_offset() != 0:
+            return f"{tid.get_precision()}-bit integers at bit offset {tid.get_offset()}"
+    elif cls == t.FLOAT:
+        order = ">" if tid.get_order() == t.ORDER_BE else "<"
+        try:
+            native = t.py_create(np.dtype(f"{order}f{tid.get_size()}"))
+        except TypeError:
+            return f"{tid.get_size()}-byte floating point"
+        if not tid.equal(native):
+            return f"a non-IEEE {tid.get_size()}-byte floating-point layout"
+    elif cls == t.STRING:
+        if tid.get_strpad() == t.STR_SPACEPAD:
+            return "space-padded (Fortran) strings"
+    elif cls == t.COMPOUND:
+        for i in range(tid.get_nmembers()):
+            why = _converted_on_read(h5py, tid.get_member_type(i))
+            if why is not None:
+                return why
+    elif cls in (t.ARRAY, t.ENUM):
+        return _converted_on_read(h5py, tid.get_super())
+    return None
+
+
 def _names(h5) -> list[str]:
     out: list[str] = []
 
@@ -150,18 +206,26 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
         except OSError as exc:
             raise NotHDF5Error(f"{url} cannot be opened as an HDF5 file: {exc}") from None
         with h5:
+            _refuse_external_links(h5py, h5, dataset, url)
             obj = h5.get(dataset)
             if obj is None:
                 raise DatasetNotFoundError(f"no dataset {dataset!r} in {url} (datasets: "
                                            f"{', '.join(_names(h5)) or 'none'})")
             if not isinstance(obj, h5py.Dataset):
                 raise DatasetNotFoundError(f"{dataset!r} in {url} is a {type(obj).__name__.lower()}, not a dataset")
+            if obj.shape is None:
+                raise HDF5Error(f"dataset {dataset!r} of {url} has a null dataspace (no elements; h5py reads it "
+                                "as h5py.Empty): there is no array to read")
             dtype = obj.dtype
             if dtype.hasobject:
                 raise HDF5Error(f"dataset {dataset!r} of {url} has variable-length or reference elements "
                                 f"({dtype}); hpcbridge reads fixed-size types only")
             dsid = obj.id
             plist = dsid.get_create_plist()
+            if plist.get_external_count():
+                names = [plist.get_external(i)[0].decode(errors="replace") for i in range(plist.get_external_count())]
+                raise HDF5Error(f"dataset {dataset!r} of {url} stores its data in external files ({', '.join(names)}); "
+                                "hpcbridge reads data stored in the HDF5 file itself (read it with h5py)")
             filters = []
             for i in range(plist.get_nfilters()):
                 code, flags, values, name = plist.get_filter(i)
@@ -170,10 +234,25 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
             check_pipeline(filters, url, dataset)
             shape = tuple(int(n) for n in obj.shape)
             fill = obj.fillvalue
+            # An HDF5 array type (h5py dtype ('<f4', (3,))): its dimensions are the array's last
+            # axes, as numpy gives them; the bytes are the same, element by element.
+            sub = dtype.shape
+            if sub:
+                shape, dtype, fill = shape + sub, dtype.base, np.asarray(fill).reshape(-1)[0] if np.size(fill) else 0
             layout = read_layout(f, _object_address(h5py, dsid) + sb.base, sb, url)
             common = dict(url=url, name=obj.name, shape=shape, dtype=dtype, filters=tuple(filters), fill=fill)
+            converted = _converted_on_read(h5py, dsid.get_type())
+            if converted is not None:
+                # The stored bytes are not the numpy type h5py reads them as: HDF5 converts them.
+                nbytes = math.prod(shape) * dtype.itemsize
+                if nbytes > CONVERTED_MAX:
+                    raise HDF5Error(f"dataset {dataset!r} of {url} is stored as {converted}, which HDF5 converts "
+                                    f"on read; hpcbridge reads such datasets through h5py only up to "
+                                    f"{CONVERTED_MAX >> 20} MiB ({nbytes} bytes here): read it with h5py")
+                values = np.asarray(obj[()]).reshape(shape)
+                return DatasetInfo(layout="compact", values=values, **dict(common, dtype=values.dtype)), None
             if layout.layout_class == COMPACT or not shape:
-                return DatasetInfo(layout="compact", values=np.asarray(obj[()]), **common), None
+                return DatasetInfo(layout="compact", values=np.asarray(obj[()]).reshape(shape), **common), None
             if layout.layout_class == CONTIGUOUS:
                 if dsid.get_offset() is not None and layout.address != dsid.get_offset():
                     raise HDF5FormatError(f"{url}: parsed data address {layout.address} of {dataset!r} differs "
@@ -182,10 +261,21 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
             if layout.layout_class == CHUNKED:
                 chunk = tuple(int(c) for c in obj.chunks)
                 if layout.version < 4:
-                    index = ChunkIndex.empty(len(shape)) if layout.address is None else \
-                        read_btree_index(f, layout.address, len(shape), sb.base, sb.offset_size, url)
+                    index = ChunkIndex.empty(len(chunk)) if layout.address is None else \
+                        read_btree_index(f, layout.address, len(chunk), sb.base, sb.offset_size, url)
                 else:
-                    index = read_index_h5py(dsid, shape, chunk)
+                    grid_shape = shape[:len(chunk)]
+                    index = read_v4_index(f, layout, grid_shape, tuple(obj.maxshape), chunk, obj.dtype.itemsize,
+                                          sb, url)
+                    if index is not None and not agrees_with_hdf5(dsid, index, sb.base):
+                        log.warning("%s: the chunk index of %r parsed from the file disagrees with HDF5's; "
+                                    "reading it through h5py instead", url, dataset)
+                        index = None
+                    if index is None:  # extensible arrays, version-2 B-trees: one h5py call per chunk
+                        index = read_index_h5py(dsid, grid_shape, chunk, sb.base)
+                if sub:  # the array type's axes: one chunk spans them whole
+                    chunk += sub
+                    index.coords = np.concatenate([index.coords, np.zeros((len(index), len(sub)), np.int64)], axis=1)
                 return DatasetInfo(layout="chunked", chunk=chunk, **common), index
             raise HDF5Error(f"dataset {dataset!r} of {url} has a virtual or unknown layout "
                             f"(class {layout.layout_class}); hpcbridge reads contiguous, chunked and compact ones")

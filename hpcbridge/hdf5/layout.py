@@ -51,7 +51,13 @@ class Layout:
         Chunked: the chunk shape (without the element size dimension).
     index_type:
         Version 4 chunked: 1 single chunk, 2 implicit, 3 fixed array, 4 extensible array,
-        5 version-2 B-tree; version 1-3 chunked: 0 (version-1 B-tree).
+        5 version-2 B-tree; version 1-3 chunked: 0 (version-1 B-tree). Version 4's ``address``
+        is the index's (the chunk's for a single chunk, the first chunk's for implicit).
+    flags:
+        Version 4 chunked: bit 0 partial edge chunks unfiltered, bit 1 a single chunk filtered.
+    index_info:
+        Version 4 chunked: the index type's parameters as stored (single chunk, filtered: the
+        chunk's stored size and filter mask; fixed array: its page bits...).
     """
 
     version: int
@@ -60,6 +66,8 @@ class Layout:
     size: int = 0
     chunk: tuple[int, ...] = ()
     index_type: int = 0
+    flags: int = 0
+    index_info: bytes = b""
 
 
 def _undefined(value: int, size: int) -> bool:
@@ -176,9 +184,17 @@ def read_layout(f, address: int, sb: Superblock, url: str) -> Layout:
                 sizes = struct.unpack_from(f"<{dims}I", body, 3 + o)
                 return Layout(version, cls, None if _undefined(raw, o) else raw + sb.base, 0, tuple(sizes[:-1]))
             if cls == CHUNKED:
-                dims, width = body[3], body[4]
+                flags, dims, width = body[2], body[3], body[4]
                 sizes = [_uint(body, 5 + i * width, width) for i in range(dims)]
-                return Layout(version, cls, None, 0, tuple(sizes[:-1]), body[5 + dims * width])
+                at = 5 + dims * width
+                index_type = body[at]
+                info_size = {1: ln + 4 if flags & 2 else 0, 2: 0, 3: 1, 4: 5, 5: 6}.get(index_type)
+                if info_size is None:
+                    raise HDF5FormatError(f"{url}: unknown chunk index type {index_type} in a data layout message")
+                info = bytes(body[at + 1:at + 1 + info_size])
+                raw = _uint(body, at + 1 + info_size, o)
+                return Layout(version, cls, None if _undefined(raw, o) else raw + sb.base, 0, tuple(sizes[:-1]),
+                              index_type, flags, info)
             return Layout(version, cls)
         raise HDF5FormatError(f"{url}: unsupported data layout message version {version}")
     raise HDF5FormatError(f"{url}: the object header at {address} has no data layout message (not a dataset?)")

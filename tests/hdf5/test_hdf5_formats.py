@@ -1,0 +1,189 @@
+"""HDF5 files as other writers make them, read through hpcbridge with h5py as the oracle:
+``libver="latest"`` chunk indexes (single chunk, implicit, fixed array, paged, extensible array,
+version-2 B-tree) with and without a user block, types HDF5 converts on read, array types,
+empty and null dataspaces, external links and external storage."""
+
+import time
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
+pytest.importorskip("dask.array")
+
+import hpcbridge  # noqa: E402
+import hpcbridge.dask as hd  # noqa: E402
+from hpcbridge.hdf5 import HDF5Error, btree, describe  # noqa: E402
+from hpcbridge.hdf5 import dataset as h5ds  # noqa: E402
+
+RNG = np.random.default_rng(29)
+
+#: (shape, chunk, maxshape, which part is written)
+LATEST = [
+    ((20,), (4,), None, "all"),                 # fixed array
+    ((3000,), (1,), None, "some"),              # fixed array in pages, some pages never written
+    ((37, 23), (5, 4), (50, 40), "all"),        # fixed array over a grid larger than the data
+    ((10, 10), (10, 10), None, "all"),          # single chunk
+    ((10, 10), (10, 10), None, "none"),         # single chunk, never written
+    ((40, 30), (3, 7), (None, 30), "some"),     # extensible array (through h5py)
+    ((40, 30), (3, 7), (None, None), "some"),   # version-2 B-tree (through h5py)
+]
+
+
+def _read(path, name):
+    h5ds._CACHE.clear()
+    return hd.read_hdf5(f"file://{path}", name).compute(scheduler="sync")
+
+
+@pytest.mark.parametrize("userblock", [0, 512])
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("shape,chunk,maxshape,written", LATEST)
+def test_latest_chunk_indexes_equal_h5py(tmp_path, userblock, compression, shape, chunk, maxshape, written):
+    path = tmp_path / "latest.h5"
+    options = {"userblock_size": userblock} if userblock else {}
+    data = RNG.integers(-1000, 1000, shape).astype("<i4")
+    with h5py.File(path, "w", libver="latest", **options) as f:
+        d = f.create_dataset("d", shape=shape, chunks=chunk, maxshape=maxshape, dtype="<i4",
+                             compression=compression, fillvalue=-7)
+        if written == "all":
+            d[...] = data
+        elif written == "some":
+            part = tuple(slice(0, max(1, n // 3)) for n in shape)
+            d[part] = data[part]
+    with h5py.File(path, "r") as f:
+        expected = f["d"][()]
+    np.testing.assert_array_equal(_read(path, "d"), expected)
+
+
+def test_fixed_and_implicit_indexes_are_parsed_not_asked_of_h5py(tmp_path, monkeypatch):
+    """A fixed array of 100,000 chunks indexes in well under a second (h5py's lookups, one per
+    chunk, are quadratic in HDF5 1.10); implicit and single-chunk indexes come from the layout."""
+    path = tmp_path / "many.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        d = f.create_dataset("many", shape=(1000, 400), chunks=(1, 4), dtype="<i2")
+        d[...] = np.arange(400_000).reshape(1000, 400) % 30000
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4, 3))
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)  # implicit index: every chunk allocated at once
+        h5py.h5d.create(f.id, b"implicit", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((10, 7), (12, 9)), dcpl=dcpl)
+        f["implicit"][...] = np.arange(70, dtype="<i4").reshape(10, 7)
+
+    def refuse(*args):
+        raise AssertionError("read_index_h5py called for an index the parser reads")
+
+    monkeypatch.setattr(h5ds, "read_index_h5py", refuse)
+    fs = hpcbridge.connect("file://")
+    h5ds._CACHE.clear()
+    started = time.perf_counter()
+    info, index = describe(fs, str(path), "many")
+    assert len(index) == 100_000 and time.perf_counter() - started < 1.0
+    assert int(hd.read_hdf5(f"file://{path}", "many").sum().compute()) == int((np.arange(400_000) % 30000).sum())
+    np.testing.assert_array_equal(_read(path, "implicit"), np.arange(70).reshape(10, 7))
+
+
+def test_a_parser_mistake_falls_back_to_h5py(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "fa.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("d", data=np.arange(100, dtype="<i4"), chunks=(10,))
+    real = btree.read_v4_index
+
+    def shifted(*args, **kwargs):
+        index = real(*args, **kwargs)
+        index.address = index.address + 8
+        return index
+
+    monkeypatch.setattr(h5ds, "read_v4_index", shifted)
+    np.testing.assert_array_equal(_read(path, "d"), np.arange(100))
+    assert "disagrees with HDF5's" in caplog.text
+
+
+def test_types_hdf5_converts_are_read_as_h5py_reads_them(tmp_path):
+    path = tmp_path / "types.h5"
+    with h5py.File(path, "w") as f:
+        def make(name, tid, values):
+            d = h5py.h5d.create(f.id, name.encode(), tid, h5py.h5s.create_simple(values.shape))
+            d.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
+
+        spaces = h5py.h5t.C_S1.copy()
+        spaces.set_size(7)
+        spaces.set_strpad(h5py.h5t.STR_SPACEPAD)  # Fortran's strings
+        make("fortran", spaces, np.array([b"ab", b"x y", b""], "S7"))
+        twelve = h5py.h5t.STD_I32LE.copy()
+        twelve.set_precision(12)
+        twelve.set_offset(4)
+        make("int12", twelve, np.array([-3, 0, 5, 100], "<i4"))
+        f.create_dataset("plain", data=np.array([b"ab", b"cd"], "S4"))
+    with h5py.File(path, "r") as f:
+        expected = {name: f[name][()] for name in ("fortran", "int12", "plain")}
+    for name, values in expected.items():
+        got = _read(path, name)
+        assert got.dtype == values.dtype
+        np.testing.assert_array_equal(got, values)
+
+
+def test_types_hdf5_converts_beyond_the_limit_name_the_reason(tmp_path, monkeypatch):
+    path = tmp_path / "int12.h5"
+    with h5py.File(path, "w") as f:
+        twelve = h5py.h5t.STD_I32LE.copy()
+        twelve.set_precision(12)
+        h5py.h5d.create(f.id, b"x", twelve, h5py.h5s.create_simple((1000,)))
+    monkeypatch.setattr(h5ds, "CONVERTED_MAX", 100)
+    h5ds._CACHE.clear()
+    with pytest.raises(HDF5Error, match=r"'x' of file://.*12-bit integers.*read it with h5py"):
+        hd.read_hdf5(f"file://{path}", "x")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "chunked", "compact"])
+def test_array_types_are_trailing_axes(tmp_path, layout):
+    path = tmp_path / "array.h5"
+    values = np.arange(60, dtype="<i2").reshape(10, 2, 3)
+    with h5py.File(path, "w") as f:
+        options = {"chunks": (3,), "compression": "gzip"} if layout == "chunked" else {}
+        if layout == "compact":
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_layout(h5py.h5d.COMPACT)
+            h5py.h5d.create(f.id, b"a", h5py.h5t.py_create(np.dtype(("<i2", (2, 3)))),
+                            h5py.h5s.create_simple((10,)), dcpl=dcpl)
+        else:
+            f.create_dataset("a", (10,), dtype=np.dtype(("<i2", (2, 3))), **options)
+        f["a"][...] = values
+    h5ds._CACHE.clear()
+    arr = hd.read_hdf5(f"file://{path}", "a")
+    assert arr.shape == (10, 2, 3) and arr.dtype == np.int16
+    np.testing.assert_array_equal(arr.compute(), values)
+    np.testing.assert_array_equal(arr[2:7, 1].compute(), values[2:7, 1])
+    np.testing.assert_array_equal(arr.sum(axis=0).compute(), values.sum(axis=0))
+
+
+@pytest.mark.parametrize("shape,chunks", [((0,), None), ((0, 5), None), ((5, 0), (2, 2)), ((3, 0, 4), (1, 1, 2))])
+def test_empty_datasets_are_empty_arrays(tmp_path, shape, chunks):
+    path = tmp_path / "empty.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("e", shape=shape, chunks=chunks, dtype="<f8", maxshape=(None,) * len(shape) if chunks else None)
+    got = _read(path, "e")
+    assert got.shape == shape and got.dtype == np.float64
+
+
+def test_null_dataspace_external_link_and_external_storage_are_refused_by_name(tmp_path):
+    target = tmp_path / "target.h5"
+    with h5py.File(target, "w") as f:
+        f.create_dataset("x", data=np.arange(5.0))
+    host = tmp_path / "host.h5"
+    raw = tmp_path / "raw.bin"
+    with h5py.File(host, "w") as f:
+        f.create_dataset("x", data=np.arange(100.0, 105.0))  # what the link would wrongly reach
+        f["link"] = h5py.ExternalLink(str(target), "/x")
+        f["g/soft"] = h5py.SoftLink("/link")
+        f.create_dataset("null", data=h5py.Empty("<f8"))
+        f.create_dataset("outside", shape=(8,), dtype="<i4", external=[(str(raw), 0, h5py.h5f.UNLIMITED)])
+        f["outside"][...] = np.arange(8)
+    url = f"file://{host}"
+    h5ds._CACHE.clear()
+    for name in ("link", "g/soft"):
+        with pytest.raises(HDF5Error, match=f"{name!r} in {url} is reached through an external link to '/x'"):
+            hd.read_hdf5(url, name)
+    with pytest.raises(HDF5Error, match=f"'null' of {url} has a null dataspace"):
+        hd.read_hdf5(url, "null")
+    with pytest.raises(HDF5Error, match=f"'outside' of {url} stores its data in external files .*raw.bin"):
+        hd.read_hdf5(url, "outside")
+    np.testing.assert_array_equal(hd.read_hdf5(url, "x").compute(), np.arange(100.0, 105.0))
