@@ -245,8 +245,10 @@ def test_modes():
     assert parse_amode("r+", "u").read and parse_amode("r+", "u").write
     amode = parse_amode(MPI.MODE_WRONLY | MPI.MODE_CREATE, "u")
     assert amode.write and amode.create and not amode.truncate and not amode.read
-    with pytest.raises(ValueError, match="MODE_APPEND"):
-        parse_amode(MPI.MODE_WRONLY | MPI.MODE_APPEND, "u")
+    with pytest.raises(ValueError, match="MODE_SEQUENTIAL"):
+        parse_amode(MPI.MODE_WRONLY | MPI.MODE_SEQUENTIAL, "u")
+    for flag in (MPI.MODE_APPEND, MPI.MODE_DELETE_ON_CLOSE, MPI.MODE_UNIQUE_OPEN):
+        assert parse_amode(MPI.MODE_WRONLY | flag, "u").write
     with pytest.raises(ValueError, match="exactly one"):
         parse_amode(MPI.MODE_WRONLY | MPI.MODE_RDWR, "u")
     with pytest.raises(ValueError, match="invalid mode 'a'"):

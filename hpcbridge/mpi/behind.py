@@ -32,7 +32,7 @@ import numpy as np
 
 from .buffers import give_back, take_buffer
 
-__all__ = ["WriteBehind", "HARD_LIMIT"]
+__all__ = ["WriteBehind", "HARD_LIMIT", "in_file_order"]
 
 #: A rank whose stage passes this many times its size writes it alone, without waiting.
 HARD_LIMIT = 2
@@ -93,14 +93,19 @@ class WriteBehind:
         returned view stays valid until the next :meth:`stage`."""
         data = memoryview(self._buffer)[:self.nbytes]
         if self._offsets:
-            offsets, lengths = np.concatenate(self._offsets), np.concatenate(self._lengths)
+            offsets = np.concatenate(self._offsets).astype(np.int64, copy=False)
+            lengths = np.concatenate(self._lengths).astype(np.int64, copy=False)
         else:
             offsets = lengths = np.empty(0, dtype=np.int64)
         self.nbytes = 0
         self._offsets, self._lengths = [], []
         if collective:
             self._calls = self._bytes = 0
-        return data, offsets.astype(np.int64, copy=False), lengths.astype(np.int64, copy=False)
+        if len(offsets) > 1 and np.any(offsets[1:] < offsets[:-1] + lengths[:-1]):
+            # A later call wrote below or over an earlier one: the writers downstream take a
+            # rank's extents in file order, without overlaps, its bytes in that order.
+            data, offsets, lengths = in_file_order(data, offsets, lengths)
+        return data, offsets, lengths
 
     def close(self) -> None:
         """Give the stage buffer back for the next open file."""
@@ -108,3 +113,30 @@ class WriteBehind:
         self._buffer = np.empty(0, dtype=np.uint8)
         self.nbytes = 0
         self._offsets, self._lengths = [], []
+
+
+def in_file_order(data, offsets: np.ndarray, lengths: np.ndarray) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """``(bytes, offsets, lengths)`` of extents written in call order (``data`` their bytes in
+    that order) as disjoint extents in file order, where extents overlap the later one winning:
+    what the file holds after the calls, as MPI requires of one process's own writes."""
+    keep = lengths > 0
+    offsets, lengths = offsets[keep], lengths[keep]
+    starts = (np.cumsum(lengths) - lengths)  # each extent's place in ``data``
+    ends = offsets + lengths
+    # Elementary segments between every extent boundary; each owned by the last extent
+    # covering it (extents are painted in call order).
+    bounds = np.unique(np.concatenate([offsets, ends]))
+    owner = np.full(len(bounds) - 1, -1, dtype=np.int64)
+    lo, hi = np.searchsorted(bounds, offsets), np.searchsorted(bounds, ends)
+    for i in range(len(offsets)):
+        owner[lo[i]:hi[i]] = i
+    covered = owner >= 0
+    seg_start, seg_end, seg_owner = bounds[:-1][covered], bounds[1:][covered], owner[covered]
+    source = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(int((seg_end - seg_start).sum()), dtype=np.uint8)
+    at = 0
+    for a, b, i in zip(seg_start.tolist(), seg_end.tolist(), seg_owner.tolist()):
+        here = starts[i] + (a - offsets[i])
+        out[at:at + b - a] = source[here:here + b - a]
+        at += b - a
+    return memoryview(out), seg_start.astype(np.int64), (seg_end - seg_start).astype(np.int64)

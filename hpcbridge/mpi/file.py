@@ -184,7 +184,12 @@ class File:
         nodes = node_map(comm)
         aggregators = choose_aggregators(nodes, parsed)
         target = open_target(comm, url_text, access, **options)
-        return cls(comm, target, parsed, aggregators, amode if isinstance(amode, int) else None)
+        f = cls(comm, target, parsed, aggregators, amode if isinstance(amode, int) else None)
+        if f._has_amode("MODE_APPEND"):  # every file pointer starts at the end of the file
+            end = comm.bcast(target.size() if comm.rank == 0 else None, root=0)
+            f._position = end
+            f._shared.set_collective(end, f.url)
+        return f
 
     open = Open
 
@@ -218,6 +223,21 @@ class File:
         self._free_view_types()
         self._exchanger._raise_collectively(error, "close")
         self.comm.Barrier()
+        if self._has_amode("MODE_DELETE_ON_CLOSE"):
+            removed = None
+            if self.comm.rank == 0:
+                try:
+                    self._target.fs.rm(self._target.path)
+                except OSError as exc:
+                    removed = exc
+            self._exchanger._raise_collectively(removed, "close (MODE_DELETE_ON_CLOSE)")
+
+    def _has_amode(self, name: str) -> bool:
+        if self._amode is None:
+            return False
+        from mpi4py import MPI
+
+        return bool(self._amode & getattr(MPI, name))
 
     close = Close
 
@@ -366,7 +386,7 @@ class File:
     def _independent_read(self, offset: int, msg) -> int:
         self._exchanger.drain()
         offsets, lengths = self._view.extents(offset, msg.nbytes)
-        independent_read(self._target, msg.data, offsets, lengths)
+        independent_read(self._target, msg.data, offsets, lengths, zero_past_end=False)
         count = self._count_before_eof(offsets, lengths)
         msg.finish(count)
         return count

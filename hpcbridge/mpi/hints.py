@@ -150,6 +150,15 @@ _PARSERS = {
 }
 
 
+#: File hints the MPI standard reserves (MPI-4.0 section 14.2.8) that mean nothing here:
+#: accepted and ignored, as portable programs pass them (Lustre codes set striping_factor).
+IGNORED = frozenset({"access_style", "collective_buffering", "cb_block_size", "chunked", "chunked_item",
+                     "chunked_size", "filename", "file_perm", "io_node_list", "nb_proc", "num_io_nodes",
+                     "striping_factor"})
+#: ROMIO's names of hints hpcbridge calls otherwise.
+ALIASES = {"romio_cb_write": "cb_write", "romio_cb_read": "cb_read"}
+
+
 def _parse_bool(value, name: str) -> bool:
     text = str(value).strip().lower()
     if text in ("true", "enable", "1", "yes"):
@@ -175,7 +184,9 @@ def parse_hints(hints: Mapping | "Hints" | None) -> Hints:
     Raises
     ------
     ValueError
-        For an unknown hint name (the message lists the valid ones) or a malformed value.
+        For an unknown hint name (the message lists the valid ones) or a malformed value. The
+        names the MPI standard reserves are accepted (:data:`IGNORED` ones ignored), ROMIO's
+        ``romio_cb_write``/``romio_cb_read`` too (:data:`ALIASES`).
     """
     if hints is None:
         return Hints()
@@ -185,6 +196,7 @@ def parse_hints(hints: Mapping | "Hints" | None) -> Hints:
         hints = dict(hints.items())
     if not isinstance(hints, Mapping):
         raise TypeError(f"hints must be a mapping of hint name to value, got {type(hints).__name__}")
+    hints = {ALIASES.get(name, name): value for name, value in hints.items() if name not in IGNORED}
     unknown = sorted(set(hints) - set(_PARSERS))
     if unknown:
         raise ValueError(f"unknown hint{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "

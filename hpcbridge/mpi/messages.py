@@ -52,9 +52,12 @@ def _flat_bytes(buf, writable: bool) -> memoryview:
                         f"got {type(buf).__name__}") from None
     if writable and view.readonly:
         raise TypeError(f"cannot read into a read-only buffer ({type(buf).__name__})")
+    if not view.c_contiguous and view.f_contiguous:
+        # Fortran order is contiguous too: MPI (and mpi4py) move its bytes in memory order.
+        view = memoryview(np.asarray(view).T)
     if not view.c_contiguous:
         if writable:
-            raise ValueError("read buffers must be C-contiguous (use numpy.ascontiguousarray)")
+            raise ValueError("read buffers must be contiguous (use numpy.ascontiguousarray)")
         view = memoryview(np.ascontiguousarray(np.asarray(buf)))  # MPI would pack it too: one copy
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 

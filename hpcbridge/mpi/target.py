@@ -89,9 +89,10 @@ _STRING_MODES = {
 def parse_amode(mode, url: str) -> AccessMode:
     """A mode string (``r``, ``r+``, ``w``, ``w+``, ``x``, ``x+``; a ``b`` is ignored) or an MPI amode.
 
-    MPI amodes: one of ``MODE_RDONLY``/``MODE_WRONLY``/``MODE_RDWR``, optionally ``MODE_CREATE``
-    and ``MODE_EXCL``. ``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE``, ``MODE_UNIQUE_OPEN`` and
-    ``MODE_SEQUENTIAL`` are refused rather than ignored.
+    MPI amodes: one of ``MODE_RDONLY``/``MODE_WRONLY``/``MODE_RDWR``, optionally ``MODE_CREATE``,
+    ``MODE_EXCL``, ``MODE_APPEND`` (the file pointers start at the end), ``MODE_DELETE_ON_CLOSE``
+    and ``MODE_UNIQUE_OPEN`` (a promise, nothing to do): :class:`~hpcbridge.mpi.File` acts on
+    them. ``MODE_SEQUENTIAL`` is refused rather than ignored.
     """
     if isinstance(mode, str):
         key = mode.replace("b", "")
@@ -103,14 +104,13 @@ def parse_amode(mode, url: str) -> AccessMode:
         raise TypeError(f"mode must be a string or an MPI amode integer, got {type(mode).__name__}")
     from mpi4py import MPI
 
-    unsupported = [name for name in ("MODE_APPEND", "MODE_DELETE_ON_CLOSE", "MODE_UNIQUE_OPEN", "MODE_SEQUENTIAL")
-                   if mode & getattr(MPI, name)]
-    if unsupported:
-        raise ValueError(f"amode flags {', '.join(unsupported)} are not supported by hpcbridge.mpi ({url})")
+    if mode & MPI.MODE_SEQUENTIAL:
+        raise ValueError(f"amode flag MODE_SEQUENTIAL is not supported by hpcbridge.mpi ({url})")
     access = [name for name in ("MODE_RDONLY", "MODE_WRONLY", "MODE_RDWR") if mode & getattr(MPI, name)]
     if len(access) != 1:
         raise ValueError(f"amode for {url} needs exactly one of MODE_RDONLY, MODE_WRONLY, MODE_RDWR")
-    known = MPI.MODE_RDONLY | MPI.MODE_WRONLY | MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_EXCL
+    known = (MPI.MODE_RDONLY | MPI.MODE_WRONLY | MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_EXCL | MPI.MODE_APPEND
+             | MPI.MODE_DELETE_ON_CLOSE | MPI.MODE_UNIQUE_OPEN)
     if mode & ~known:
         raise ValueError(f"unknown amode bits {mode & ~known:#x} for {url}")
     create, exclusive = bool(mode & MPI.MODE_CREATE), bool(mode & MPI.MODE_EXCL)

@@ -184,12 +184,15 @@ def independent_write(target, data: memoryview, offsets: np.ndarray, lengths: np
         position += length
 
 
-def independent_read(target, data: memoryview, offsets: np.ndarray, lengths: np.ndarray) -> None:
-    """Each extent with one positional read; bytes past the end of file become zeros."""
+def independent_read(target, data: memoryview, offsets: np.ndarray, lengths: np.ndarray,
+                     zero_past_end: bool = True) -> None:
+    """Each extent with one positional read; bytes past the end of file become zeros
+    (``zero_past_end``), or are left as they were (an independent read: MPI returns the count
+    and, as Open MPI does, leaves the rest of the caller's buffer alone)."""
     position = 0
     for offset, length in zip(offsets.tolist(), lengths.tolist()):
         part = data[position:position + length]
         got = target.preadinto(part, offset)
-        if got < length:
+        if got < length and zero_past_end:
             part[got:] = bytes(length - got)
         position += length

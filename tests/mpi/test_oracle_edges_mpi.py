@@ -1,0 +1,185 @@
+"""Edges an audit against Open MPI found, each run on ``MPI.File`` (the oracle) and on
+``hpcbridge.mpi.File`` with the same arguments, on POSIX and PLFS on POSIX: collective
+write-behind with calls that go back over earlier ones, Fortran-ordered numpy buffers, an
+independent read past the end of file (the rest of the buffer untouched), the amodes
+``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE`` and ``MODE_UNIQUE_OPEN``, hints the MPI standard
+reserves."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import hpcbridge
+from hpcbridge.mpi import File
+
+from .conftest import LOCAL_BACKENDS, backend_url, run_on_all_ranks
+
+pytestmark = pytest.mark.mpi(min_size=1)
+
+
+def _both(comm, directory, backend, name, write, read=None, hints=None):
+    """``write(f, comm)`` on a file opened write-only, then ``read(f, comm)`` on it opened
+    read-only (PLFS handles are one or the other), on Open MPI and on hpcbridge;
+    ``(read results, read results, bytes, bytes)`` (the files' bytes on rank 0, None elsewhere)."""
+    from mpi4py import MPI
+
+    oracle = os.path.join(directory, f"{name}.ompi")
+    url, options = backend_url(backend, directory, name)
+    results = []
+    for opener, where, extra in ((MPI.File.Open, oracle, {}), (File.Open, url, dict(options, hints=hints))):
+        f = opener(comm, where, MPI.MODE_WRONLY | MPI.MODE_CREATE, **extra)
+        try:
+            write(f, comm)
+        finally:
+            f.Close()
+        if read is None:
+            results.append(None)
+            continue
+        f = opener(comm, where, MPI.MODE_RDONLY, **({} if opener is MPI.File.Open else options))
+        try:
+            results.append(read(f, comm))
+        finally:
+            f.Close()
+    comm.Barrier()
+    want_bytes = got_bytes = None
+    if comm.rank == 0:
+        with open(oracle, "rb") as handle:
+            want_bytes = handle.read()
+        fs, path = hpcbridge.url_to_fs(url, **options)
+        with fs.open(path, "rb") as handle:
+            got_bytes = handle.read()
+        os.remove(oracle)
+        fs.rm(path, recursive=True)
+    comm.Barrier()
+    return results[0], results[1], want_bytes, got_bytes
+
+
+def _fill(n, value):
+    return np.full(n, value, dtype=np.uint8)
+
+
+#: Collective writes of 8 bytes per rank at these offsets of its view, in this order: later calls
+#: below or over earlier ones.
+SEQUENCES = {
+    "lower": [100, 0],
+    "overlapping": [0, 4, 2],
+    "mixed": [50, 10, 12, 11, 3000, 5],
+}
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+@pytest.mark.parametrize("sequence", sorted(SEQUENCES))
+@pytest.mark.parametrize("buffer_size", ["64", "16m"])
+def test_write_behind_with_calls_going_back_equals_open_mpi(world, mpi_tmp_path, backend, sequence, buffer_size):
+    """cb_write_behind stages calls; a later one below or over an earlier one lost its bytes
+    or put them in the wrong place (the stage was written as if in file order)."""
+    def write(f, comm):
+        f.Set_view(comm.rank * 10_000)
+        for i, offset in enumerate(SEQUENCES[sequence]):
+            f.Write_at_all(offset, _fill(8, 0x10 * comm.rank + i + 1))
+
+    def check():
+        _, _, want, got = _both(world, str(mpi_tmp_path), backend, f"behind-{sequence}-{buffer_size}", write,
+                                hints={"cb_write_behind": "true", "cb_buffer_size": buffer_size})
+        assert want == got
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_fortran_ordered_buffers_move_in_memory_order(world, mpi_tmp_path, backend):
+    def write(f, comm):
+        f.Write_at_all(12 * comm.rank, np.asfortranarray((np.arange(12, dtype=np.uint8) + 16 * comm.rank).reshape(3, 4)))
+
+    def read(f, comm):
+        back = np.asfortranarray(np.zeros((3, 4), np.uint8))
+        f.Read_at(12 * comm.rank, back)
+        return back.tobytes(order="A")
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "fortran", write, read)
+        assert want == got and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_independent_read_past_the_end_leaves_the_rest_of_the_buffer(world, mpi_tmp_path, backend):
+    from mpi4py import MPI
+
+    def write(f, comm):
+        if comm.rank == 0:
+            f.Write_at(0, np.arange(10, dtype=np.uint8) + 0x30)
+
+    def read(f, comm):
+        buffer = _fill(6, 0xEE)
+        status = MPI.Status()
+        f.Read_at(7, buffer, status)
+        return status.Get_count(MPI.BYTE), buffer.tobytes()
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "past-eof", write, read)
+        assert want == got == (3, bytes([0x37, 0x38, 0x39]) + b"\xee" * 3)
+        assert want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", ["posix"])  # MPI opens of PLFS files rewrite them whole (docs/plfs.md)
+def test_append_delete_on_close_and_unique_open_as_open_mpi(world, mpi_tmp_path, backend):
+    from mpi4py import MPI
+
+    directory = str(mpi_tmp_path)
+
+    def check():
+        oracle = os.path.join(directory, "amode.ompi")
+        url, options = backend_url(backend, directory, "amode")
+        results = {}
+        for side, opener, name in (("ompi", MPI.File.Open, oracle), ("hb", File.Open, url)):
+            extra = {} if side == "ompi" else options
+            f = opener(world, name, MPI.MODE_WRONLY | MPI.MODE_CREATE, **extra)
+            if world.rank == 0:
+                f.Write_at(0, _fill(10, 0x41))
+            f.Close()
+            f = opener(world, name, MPI.MODE_WRONLY | MPI.MODE_APPEND | MPI.MODE_UNIQUE_OPEN, **extra)
+            start = f.Get_position(), f.Get_position_shared()
+            f.Write_ordered(_fill(2, 0x61 + world.rank))  # at the end, in rank order
+            f.Close()
+            f = opener(world, name, MPI.MODE_RDONLY | MPI.MODE_DELETE_ON_CLOSE, **extra)
+            size = f.Get_size()
+            f.Close()
+            world.Barrier()
+            exists = os.path.exists(oracle) if side == "ompi" else hpcbridge.url_to_fs(url, **options)[0].exists(
+                hpcbridge.url_to_fs(url, **options)[1])
+            results[side] = (start, size, exists)
+        assert results["hb"] == results["ompi"] == ((10, 10), 10 + 2 * world.size, False)
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_reserved_hints_are_accepted(world, mpi_tmp_path, backend):
+    from mpi4py import MPI
+
+    def check():
+        info = MPI.Info.Create()
+        for key, value in (("access_style", "write_once"), ("striping_factor", "4"), ("romio_cb_write", "disable"),
+                           ("collective_buffering", "true")):
+            info.Set(key, value)
+        try:
+            url, options = backend_url(backend, str(mpi_tmp_path), "reserved")
+            f = File.Open(world, url, MPI.MODE_WRONLY | MPI.MODE_CREATE, info, **options)
+            assert f.hints.cb_write == "disable"  # romio_cb_write is cb_write
+            f.Write_at_all(world.rank, _fill(1, world.rank))
+            f.Close()
+        finally:
+            info.Free()
+        world.Barrier()
+        if world.rank == 0:
+            hpcbridge.url_to_fs(url, **options)[0].rm(hpcbridge.url_to_fs(url, **options)[1], recursive=True)
+        world.Barrier()
+
+    run_on_all_ranks(world, check)
