@@ -35,3 +35,19 @@ class TestHpcbridgePipe(abstract.AbstractPipeTests, HpcbridgeFixtures):
 
 class TestHpcbridgeOpen(abstract.AbstractOpenTests, HpcbridgeFixtures):
     pass
+
+
+def test_rm_as_fsspec_local_does(tmp_path):
+    """A missing path raises (it returned silently); a glob and a directory with its contents go."""
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file")
+    for fs in (ours, local):
+        with pytest.raises(FileNotFoundError):
+            fs.rm(str(tmp_path / "missing"))
+    for name in ("a.txt", "b.txt", "d/c.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    ours.rm(str(tmp_path / "*.txt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    ours.rm([str(tmp_path / "d"), str(tmp_path / "d" / "c.txt")], recursive=True)
+    assert not (tmp_path / "d").exists()

@@ -183,7 +183,19 @@ class RawFile(io.RawIOBase):
         self.name = url
         self.mode = mode.binary_mode
         self._open_mode = mode
-        self._pos = 0
+        # In append mode the position starts at the end, as open() puts it, asked of the
+        # subclass (size()) when first needed: its state is not set up yet here.
+        self._position: int | None = None if mode.append else 0
+
+    @property
+    def _pos(self) -> int:
+        if self._position is None:
+            self._position = self.size()
+        return self._position
+
+    @_pos.setter
+    def _pos(self, value: int) -> None:
+        self._position = value
 
     # -- to implement -------------------------------------------------------------------
     def preadinto(self, buffer, offset: int) -> int:  # pragma: no cover - abstract
@@ -209,6 +221,12 @@ class RawFile(io.RawIOBase):
         self._check_access(offset, length)
         raise io.UnsupportedOperation(f"map_range: {self.url} cannot be mapped into memory "
                                       f"(capabilities.memory_map is False); read it with preadinto")
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Read up to ``size`` bytes at the position; all to the end for -1 or None (as FileIO)."""
+        if size is None or size < 0:
+            return self.readall()
+        return super().read(size)
 
     def readall(self) -> bytes:
         """Read from the position to the end in one call (io's default reads 8 KiB at a time)."""
@@ -424,7 +442,8 @@ def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=Non
              default_buffer_size: int = DEFAULT_BUFFER_SIZE):
     """Wrap a raw backend file in buffering (and text decoding for text modes), like ``open``.
 
-    ``buffering``: 0 for the raw file, -1 (or 1) for ``default_buffer_size``, else the size.
+    ``buffering``: 0 for the raw file, -1 for ``default_buffer_size``, 1 for line buffering in
+    text mode (``default_buffer_size`` in binary mode, as ``open`` does), else the size.
     """
     if buffering == 0:
         if mode.text:
@@ -440,5 +459,6 @@ def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=Non
     else:
         buffered = BufferedReader(raw, size)
     if mode.text:
-        return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline)
+        return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline,
+                                line_buffering=buffering == 1)
     return buffered

@@ -176,9 +176,12 @@ class HpcbridgeFSSpec(AbstractFileSystem):
     def rm(self, path, recursive=False, maxdepth=None):
         if maxdepth is not None:
             return super().rm(path, recursive=recursive, maxdepth=maxdepth)
+        removed: list[str] = []
         for p in self.expand_path(path, recursive=False):
-            if self.backend.exists(p):
-                self.backend.rm(p, recursive=recursive)
+            if any(p.startswith(r.rstrip("/") + "/") for r in removed):
+                continue  # inside a directory this call removed already
+            self.backend.rm(p, recursive=recursive)  # a missing path raises, as os.remove does
+            removed.append(p)
 
     def cp_file(self, path1, path2, **kwargs):
         """Copy one file (atomically, see :func:`hpcbridge.fs.transfer.copy_file`)."""

@@ -265,10 +265,10 @@ def _map_private(fd: int, offset: int, length: int) -> memoryview:
 
 def _raw_mode_string(mode: OpenMode) -> str:
     """The FileIO mode for an already opened descriptor (FileIO only checks it against the fd)."""
+    if mode.append:  # FileIO then starts at the end, as open() does in append mode
+        return "ab+" if mode.readable else "ab"
     if mode.readable and mode.writable:
         return "rb+"
-    if mode.append:
-        return "ab"
     return "wb" if mode.writable else "rb"
 
 

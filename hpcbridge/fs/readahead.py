@@ -282,6 +282,25 @@ class ReadaheadReader(io.BufferedIOBase):
 
     read1 = read
 
+    def readline(self, size: int | None = -1) -> bytes:
+        """One line (through ``\\n``), of at most ``size`` bytes if ``size`` >= 0, scanned in the
+        readahead window (io's generic readline may overshoot ``size`` where a line crosses
+        the window's end)."""
+        self._check_open()
+        limit = -1 if size is None else int(size)
+        line = bytearray()
+        while limit < 0 or len(line) < limit:
+            window = self.peek(1)
+            if not window:
+                break
+            room = len(window) if limit < 0 else min(len(window), limit - len(line))
+            end = window.find(b"\n", 0, room)
+            take = end + 1 if end >= 0 else room
+            line += self.read(take)
+            if end >= 0:
+                break
+        return bytes(line)
+
     def peek(self, size: int = 0) -> bytes:
         """Bytes from the position without consuming them (lets ``readline`` scan the window)."""
         self._check_open()

@@ -307,10 +307,23 @@ class PlfsFileSystem(FileSystem):
             name = entry.path.rsplit("/", 1)[-1]
             yield self._info(f"{prefix}/{name}")
 
+    def _inside_a_file(self, path: str, levels: int | None = None) -> bool:
+        """Whether one of the first ``levels`` ancestors of ``path`` (all: None) is a logical file:
+        its container is a backing directory, in which nothing may be made (POSIX: ENOTDIR)."""
+        parent = posixpath.dirname(path.rstrip("/"))
+        while parent not in ("", "/") and (levels is None or levels > 0):
+            if self._is_container(parent):
+                return True
+            parent = posixpath.dirname(parent)
+            levels = None if levels is None else levels - 1
+        return False
+
     def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
         first, *others = self._backing_paths(path)
         if self._is_container(path):
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
+        if self._inside_a_file(path):
+            raise os_error(errno.ENOTDIR, self.url(path), BACKEND)
         self.backing.mkdir(first, parents=parents, exist_ok=exist_ok)
         for other in others:
             self.backing.mkdir(other, parents=True, exist_ok=True)
@@ -403,6 +416,10 @@ class PlfsFileSystem(FileSystem):
             if not self.backing.isdir(parent):
                 code = errno.ENOTDIR if self.backing.exists(parent) else errno.ENOENT
                 raise os_error(code, self.url(path), BACKEND)
+            # A parent that is a logical file (or a directory of a container's own): its backing
+            # directory exists, but nothing may be made in it. Deeper nesting needs one of these.
+            if self._inside_a_file(path, levels=2):
+                raise os_error(errno.ENOTDIR, self.url(path), BACKEND)
             if not container.create(writers_hint or self.writers_hint):  # another process was first
                 container.wait_created()
                 if mode.exclusive:

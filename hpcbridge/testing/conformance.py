@@ -190,6 +190,26 @@ class FileSystemConformance:
                 f.pwrite(b"x", 0)
         assert fs.read_bytes(path) == b"one\ntwo\n"
 
+    def test_append_modes_start_at_the_end(self, fs, root):
+        """As open(): the position is the end at open ("a+b" read and truncate() start there)."""
+        path = f"{root}/a.bin"
+        fs.write_bytes(path, b"0123456789")
+        if not fs.capabilities.append:
+            return
+        with fs.open(path, "ab") as f:
+            assert f.tell() == 10
+            f.write(b"A")
+            assert f.tell() == 11
+        if fs.capabilities.read_write:
+            with fs.open(path, "a+b") as f:
+                assert f.tell() == 11 and f.read() == b""
+                f.write(b"B")
+                if fs.capabilities.truncate:
+                    assert f.truncate() == 12  # at the position: nothing lost
+            with fs.open(path, "a+") as f:
+                assert f.tell() == 12 and f.read() == ""
+        assert fs.read_bytes(path) == (b"0123456789AB" if fs.capabilities.read_write else b"0123456789A")
+
     def test_exclusive_create(self, fs, root):
         path = f"{root}/x.bin"
         with fs.open(path, "xb") as f:
@@ -229,6 +249,40 @@ class FileSystemConformance:
             buf = bytearray(4)
             assert raw.readinto(buf) == 4 and bytes(buf) == b"abcd"
             assert raw.pread(2, 4) == b"ef"
+
+    def test_unbuffered_read_of_none_or_minus_one_reads_to_the_end(self, fs, root):
+        fs.write_bytes(f"{root}/u.bin", b"abcdef")
+        for size in (None, -1):
+            with fs.open(f"{root}/u.bin", "rb", buffering=0) as raw:
+                raw.seek(2)
+                assert raw.read(size) == b"cdef" and raw.read(size) == b""
+
+    def test_readline_limits_are_exact_across_buffer_edges(self, fs, root):
+        data = bytes(_payload(3 * 4096 + 100, 11)).replace(b"\n", b"-")
+        data = b"\n".join(data[i:i + 1000] for i in range(0, len(data), 1000))  # lines crossing every edge
+        fs.write_bytes(f"{root}/lines.bin", data)
+        oracle = io.BytesIO(data)
+        with fs.open(f"{root}/lines.bin", "rb", buffering=4096) as f:
+            for limit in [7, 1000, 1001, 4096, -1, 3, None] * 4:
+                assert f.readline(limit) == oracle.readline(limit)
+                assert f.tell() == oracle.tell()
+
+    def test_line_buffering_in_text_mode(self, fs, root):
+        with fs.open(f"{root}/l.txt", "w", buffering=1) as f:
+            assert f.line_buffering
+        with fs.open(f"{root}/l.txt", "w") as f:
+            assert not f.line_buffering
+
+    def test_nothing_is_made_inside_a_file(self, fs, root):
+        """A regular file is no directory (PLFS: its container is one, on the backing store)."""
+        fs.write_bytes(f"{root}/plain", b"x")
+        with pytest.raises(NotADirectoryError):
+            fs.open(f"{root}/plain/x", "wb")
+        with pytest.raises(NotADirectoryError):
+            fs.mkdir(f"{root}/plain/sub")
+        with pytest.raises(NotADirectoryError):
+            fs.mkdir(f"{root}/plain/sub/deeper", parents=True)
+        assert not fs.exists(f"{root}/plain/x") and fs.read_bytes(f"{root}/plain") == b"x"
 
     def test_sync_after_write(self, fs, root):
         with fs.open(f"{root}/durable.bin", "wb") as f:

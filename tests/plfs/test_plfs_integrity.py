@@ -731,3 +731,17 @@ def test_version_1_containers_stay_readable_and_writable(tmp_path, capsys):
     assert main(["plfs", "check", "--deep", f"plfs+file://{path}"]) == 0
     fs.write_bytes(path, b"rewritten")  # "wb": a fresh container, version 2
     assert fs.container(path).version == 2 and fs.read_bytes(path) == b"rewritten"
+
+
+# -- nothing is made inside a logical file (its container is a backing directory) -------------
+@pytest.mark.parametrize("inside", ["file", "file/meta", "file/openhosts"])
+def test_nothing_is_made_inside_a_container(tmp_path, inside):
+    fs = plfs()
+    fs.write_bytes(f"{tmp_path}/file", b"data")
+    for make in (lambda: fs.open(f"{tmp_path}/{inside}/x", "wb"), lambda: fs.mkdir(f"{tmp_path}/{inside}/sub"),
+                 lambda: fs.mkdir(f"{tmp_path}/{inside}/sub/deeper", parents=True)):
+        with pytest.raises(NotADirectoryError, match=f"plfs\\+file://{tmp_path}/{inside}/"):
+            make()
+    made = [name for _, dirs, files in os.walk(tmp_path / "file") for name in dirs + files]
+    assert "x" not in made and "sub" not in made
+    assert fs.read_bytes(f"{tmp_path}/file") == b"data"
