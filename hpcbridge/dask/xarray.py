@@ -43,10 +43,14 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         Id of all the variables' read tasks in the locality report (the dataset's
         ``attrs["hpcbridge_job"]``).
     **decode:
-        Options of ``xarray.decode_cf`` (``decode_times``, ``mask_and_scale``, ...).
+        Options of ``xarray.decode_cf`` (``decode_times``, ``mask_and_scale``, ...);
+        ``decode_cf=False`` skips it; ``phony_dims=`` goes to the ``h5netcdf`` engine (HDF5
+        files without NetCDF dimensions).
 
     Variables of fixed-size numeric types are Dask arrays; variable-length strings are read at
-    once (xarray's own reader).
+    once (xarray's own reader), as are variables whose stored form is not the array xarray
+    shows (HDF5 array types); character arrays keep their character axis in one block (CF
+    decoding joins it into strings).
     """
     import xarray as xr
 
@@ -55,10 +59,12 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     fs, path = url_to_fs(url, **(storage_options or {}))
     job = job or uuid.uuid4().hex[:12]
     prefix = "/" + group.strip("/") + "/" if group and group.strip("/") else "/"
+    decoding = decode.pop("decode_cf", True)
+    engine_options = {"phony_dims": decode.pop("phony_dims")} if "phony_dims" in decode else {}
     with open_cached(fs, path) as f:
         read_superblock(f, url)  # NotHDF5Error naming the URL (NetCDF-3 classic files included)
         try:
-            raw = xr.open_dataset(f, engine="h5netcdf", group=group, decode_cf=False, cache=False)
+            raw = xr.open_dataset(f, engine="h5netcdf", group=group, decode_cf=False, cache=False, **engine_options)
         except (OSError, ValueError) as exc:
             if group and "not found" in str(exc).lower():
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
@@ -66,6 +72,10 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         with raw:
             variables = {}
             for name, var in raw.variables.items():
+                if var.dtype.subdtype is not None:
+                    raise HDF5Error(f"variable {name!r} of {url} has an HDF5 array type ({var.dtype}), which has "
+                                    "no NetCDF dimensions for its axes: read it with hpcbridge.dask.read_hdf5 "
+                                    "(its axes come last)")
                 if var.ndim == 0 or var.dtype.hasobject or var.dtype.kind not in "biufcS":
                     variables[name] = var.load().copy(deep=True)
                     continue
@@ -76,7 +86,13 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                 data = read_hdf5(url, prefix + name, var_chunks, locality=locality, client=client,
                                  storage_options=storage_options, partition_size=partition_size,
                                  balance=balance, job=job, memory_map=memory_map)
+                if var.dtype.kind == "b" and data.dtype.kind != "b":
+                    # Booleans are stored as int8; xarray's BooleanCoder, which runs even without
+                    # CF decoding, moved their marker (attribute dtype="bool") out of attrs.
+                    data = data.astype(bool)
+                if var.dtype == "S1" and len(data.chunks[-1]) > 1:
+                    data = data.rechunk({data.ndim - 1: -1})  # characters of one string together
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
     ds.attrs["hpcbridge_job"] = job
-    return xr.decode_cf(ds, **decode)
+    return xr.decode_cf(ds, **decode) if decoding else ds

@@ -47,6 +47,29 @@ def test_open_dataset_equals_xarray(netcdf, tmp_path):
     xr.testing.assert_identical(plfs.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
 
 
+def test_booleans_character_arrays_and_decode_options_as_xarray(tmp_path):
+    """Booleans (stored as int8, marked by an attribute xarray moves) come back bool; character
+    arrays keep their strings whole whatever the chunks; decode_cf=False and phony_dims pass."""
+    path = tmp_path / "kinds.nc"
+    data = xr.Dataset({"mask": ("x", np.array([True, False, True])),
+                       "name": ("x", np.array([b"ab", b"cdef", b"g"], dtype="S4")),
+                       "t": ("x", np.array([1.0, 2.0, 3.0]))})
+    data.to_netcdf(path, engine="h5netcdf", encoding={"name": {"dtype": "S1"}})
+    ref = xr.open_dataset(path, engine="h5netcdf").load()
+    for options in ({}, {"chunks": 2}, {"chunks": {"x": 1}}, {"partition_size": 2}):
+        ds = hd.open_dataset(f"file://{path}", **options).load()
+        assert ds.mask.dtype == bool and (~ds.mask).values.tolist() == [False, True, False]
+        xr.testing.assert_identical(ds.drop_attrs(deep=False), ref.drop_attrs(deep=False))
+    raw = hd.open_dataset(f"file://{path}", decode_cf=False)
+    xr.testing.assert_identical(raw.drop_attrs(deep=False).load(),
+                                xr.open_dataset(path, engine="h5netcdf", decode_cf=False).load())
+    array_typed = tmp_path / "array.h5"
+    with h5py.File(array_typed, "w") as f:
+        f.create_dataset("v", shape=(4,), dtype=np.dtype(("<f4", (3,))))
+    with pytest.raises(hpcbridge.hdf5.HDF5Error, match=f"'v' of file://{array_typed} has an HDF5 array type"):
+        hd.open_dataset(f"file://{array_typed}", phony_dims="sort")
+
+
 def test_plain_xarray_through_fsspec_file_object(netcdf):
     """xarray with its own h5netcdf engine, reading through the hpcbridge+file fsspec protocol."""
     with fsspec.open(f"hpcbridge+file://{netcdf}", "rb") as f:
