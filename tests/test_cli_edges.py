@@ -69,6 +69,16 @@ def test_trailing_slash_means_a_directory(capsys, tree):
     assert code == 0 and (tree / "there" / "a.bin").read_bytes() == (tree / "src" / "a.bin").read_bytes()
     code, _, _ = run(capsys, "get", f"file://{tree}/src/a.bin", str(tree / "there") + "/")
     assert code == 0
+    code, _, err = run(capsys, "put", str(tree / "src" / "a.bin"), f"file://{tree}/there/a.bin/")  # a file
+    assert code == 1 and "Not a directory" in err
+
+
+def test_recursive_copy_needs_the_destinations_parent_as_cp_r(capsys, tree):
+    for command, source in (("put", str(tree / "src")), ("get", f"file://{tree}/src")):
+        code, _, err = run(capsys, command, "-r", source, f"{tree}/no/such/parent/src")
+        assert code == 1 and "no/such/parent/src" in err and not (tree / "no").exists()
+    code, _, _ = run(capsys, "put", "-r", str(tree / "src"), f"{tree}/copy")
+    assert code == 0 and (tree / "copy" / "sub" / "b.txt").read_text() == "hello\n"
 
 
 def test_recursive_copy_links_loops_and_into_itself(capsys, tree, tmp_path_factory):

@@ -168,6 +168,9 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
     if dst_fs.isdir(dst):
         dst = f"{dst.rstrip('/')}/{src.rstrip('/').rsplit('/', 1)[-1]}"
     elif args.dst_is_dir and not info.is_dir:
+        if dst_fs.exists(dst):
+            raise NotADirectoryError(errno.ENOTDIR, "Not a directory (a destination ending in '/' names a "
+                                     "directory)", dst_fs.url(dst))
         raise FileNotFoundError(errno.ENOENT, "No such directory (a destination ending in '/' names a directory)",
                                 dst_fs.url(dst))
     skipped: list = []
@@ -178,7 +181,8 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
     else:
         plan = plan_copy(src_fs, src, dst_fs, dst, links=args.links)
         pairs, skipped = plan.files, plan.skipped
-        dst_fs.mkdir(dst, parents=True, exist_ok=True)
+        # As cp -r: the tree's new root is made, its parent must exist (FileNotFoundError).
+        dst_fs.mkdir(dst, exist_ok=True)
         for directory in plan.directories[1:]:
             dst_fs.mkdir(directory, exist_ok=True)
         for link, target in plan.links:

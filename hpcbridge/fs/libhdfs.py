@@ -232,10 +232,29 @@ def _lib(directory: str):
         ("hdfsStreamBuilderBuild", vp, [vp]), ("hdfsWrite", ctypes.c_int32, [vp, vp, vp, ctypes.c_int32]),
         ("hdfsHSync", ctypes.c_int, [vp, vp]), ("hdfsHFlush", ctypes.c_int, [vp, vp]),
         ("hdfsCloseFile", ctypes.c_int, [vp, vp]),
+        ("hdfsPread", ctypes.c_int32, [vp, vp, ctypes.c_int64, vp, ctypes.c_int32]),
     ]:
         function = getattr(lib, name)
         function.restype, function.argtypes = res, args
     return lib
+
+
+def _java(path: str) -> bytes:
+    """``path`` in Java's "modified UTF-8", what libhdfs passes to ``NewStringUTF``: a character
+    above U+FFFF (an emoji, U+1F600) as its two UTF-16 surrogates, 3 bytes each (standard
+    UTF-8's 4-byte form named another file)."""
+    if path.isascii() or max(map(ord, path)) < 0x10000:
+        return path.encode()
+    return "".join(c if ord(c) < 0x10000 else chr(0xD800 + ((ord(c) - 0x10000) >> 10))
+                   + chr(0xDC00 + ((ord(c) - 0x10000) & 0x3FF)) for c in path).encode("utf-8", "surrogatepass")
+
+
+def _from_java(name: bytes) -> str:
+    """A name libhdfs returns (modified UTF-8) as a str; surrogate pairs joined."""
+    text = name.decode("utf-8", "surrogatepass")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    return text
 
 
 class Status:
@@ -245,7 +264,7 @@ class Status:
                  "blocksize")
 
     def __init__(self, info: _FileInfo):
-        self.path = info.name.decode()
+        self.path = _from_java(info.name)
         if "://" in self.path:  # libhdfs names entries with full URIs
             self.path = "/" + self.path.split("://", 1)[1].split("/", 1)[-1]
         self.isdir = info.kind == ord("D")
@@ -331,6 +350,51 @@ class _Reader:
 
     def close(self) -> None:
         self._stream.close()
+
+
+class _PositionalReader:
+    """A libhdfs input stream (C API by ctypes, ``hdfsPread``) seen as hdfs-native's FileReader:
+    for paths pyarrow cannot name (it passes standard UTF-8, libhdfs takes modified UTF-8)."""
+
+    _STEP = 1 << 30  # hdfsPread takes an int32 length
+
+    def __init__(self, lib, fs, handle, path: str, size: int):
+        self._lib, self._fs, self._handle, self._path, self._size = lib, fs, handle, path, size
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int) -> None:
+        self._pos = offset
+
+    def read(self, size: int) -> bytes:
+        buffer = bytearray(max(0, min(size, self._size - self._pos)))
+        return bytes(buffer[:self.readinto(buffer)])
+
+    def readinto(self, view) -> int:
+        view = memoryview(view).cast("B")
+        done = 0
+        if len(view):
+            address = ctypes.addressof((ctypes.c_char * len(view)).from_buffer(view))
+            while done < len(view):
+                got = self._lib.hdfsPread(self._fs, self._handle, self._pos + done, address + done,
+                                          min(self._STEP, len(view) - done))
+                if got < 0:
+                    raise _error(self._path, "read")
+                if got == 0:
+                    break
+                done += got
+        self._pos += done
+        return done
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle:
+            self._lib.hdfsCloseFile(self._fs, handle)
 
 
 class _Writer:
@@ -447,7 +511,7 @@ class LibhdfsDriver:
     def get_file_info(self, path: str) -> Status:
         """Stat ``path`` (hdfsGetPathInfo)."""
         self._check(f"stat {path}")
-        info = self._lib.hdfsGetPathInfo(self._fs, path.encode())
+        info = self._lib.hdfsGetPathInfo(self._fs, _java(path))
         if not info:
             raise _error(path, "stat")
         try:
@@ -460,7 +524,7 @@ class LibhdfsDriver:
         self._check(f"list {path}")
         count = ctypes.c_int(0)
         ctypes.set_errno(0)
-        entries = self._lib.hdfsListDirectory(self._fs, path.encode(), ctypes.byref(count))
+        entries = self._lib.hdfsListDirectory(self._fs, _java(path), ctypes.byref(count))
         if not entries:
             if ctypes.get_errno():
                 raise _error(path, "list")
@@ -476,20 +540,20 @@ class LibhdfsDriver:
         self._check(f"mkdir {path}")
         if not create_parent:  # Java's mkdirs always creates parents; POSIX mkdir does not
             self._require_parent(path, "Parent path is not a directory", "Parent directory doesn't exist")
-        if self._lib.hdfsCreateDirectory(self._fs, path.encode()):
+        if self._lib.hdfsCreateDirectory(self._fs, _java(path)):
             raise _error(path, "mkdir")
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         """Remove ``path`` (a non-empty directory only if ``recursive``: ENOTEMPTY otherwise)."""
         self._check(f"delete {path}")
-        if self._lib.hdfsDelete(self._fs, path.encode(), int(recursive)):
+        if self._lib.hdfsDelete(self._fs, _java(path), int(recursive)):
             raise _error(path, "delete")
         return True
 
     def rename(self, src: str, dst: str, overwrite: bool = False) -> None:
         """Rename ``src`` to ``dst`` (hdfsRename); a missing destination parent is named."""
         self._check(f"rename {src}")
-        if self._lib.hdfsRename(self._fs, src.encode(), dst.encode()):
+        if self._lib.hdfsRename(self._fs, _java(src), _java(dst)):
             error = _error(src, "rename")
             self._require_parent(dst, "rename destination's parent is not a directory",
                                  "rename destination's parent does not exist")
@@ -508,13 +572,13 @@ class LibhdfsDriver:
     def set_permission(self, path: str, permission: int) -> None:
         """chmod (hdfsChmod)."""
         self._check(f"chmod {path}")
-        if self._lib.hdfsChmod(self._fs, path.encode(), permission):
+        if self._lib.hdfsChmod(self._fs, _java(path), permission):
             raise _error(path, "chmod")
 
     def set_replication(self, path: str, replication: int) -> None:
         """setrep (hdfsSetReplication)."""
         self._check(f"setrep {path}")
-        if self._lib.hdfsSetReplication(self._fs, path.encode(), replication):
+        if self._lib.hdfsSetReplication(self._fs, _java(path), replication):
             raise _error(path, "setrep")
 
     # -- data (pyarrow streams) ----------------------------------------------------------------
@@ -528,6 +592,12 @@ class LibhdfsDriver:
             raise FileNotFoundError(f"Path is not a file: {path}")
         # The stat's length is what pyarrow's stream.size() returns (a second getFileInfo): each
         # NameNode call is a few ms through the JVM, a tenth of reading a 128 MiB file.
+        if not path.isascii() and max(map(ord, path)) >= 0x10000:
+            builder = self._lib.hdfsStreamBuilderAlloc(self._fs, _java(path), os.O_RDONLY)
+            handle = self._lib.hdfsStreamBuilderBuild(builder) if builder else None  # frees the builder
+            if not handle:
+                raise _error(path, "open")
+            return _PositionalReader(self._lib, self._fs, handle, path, info.length)
         return _Reader(_pyarrow_call(path, "open", self._stream_fs(0, 0).open_input_file, path), info.length)
 
     def create(self, path: str, replication: int | None = None, block_size: int | None = None,
@@ -556,7 +626,7 @@ class LibhdfsDriver:
 
     def _open_writer(self, path: str, flags: int, replication: int | None, block_size: int | None) -> _Writer:
         lib = self._lib
-        builder = lib.hdfsStreamBuilderAlloc(self._fs, path.encode(), flags)
+        builder = lib.hdfsStreamBuilderAlloc(self._fs, _java(path), flags)
         if not builder:
             raise _error(path, "create" if flags == os.O_WRONLY else "append")
         if replication:
