@@ -59,7 +59,7 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
                 record_size: int | None = None, *, partition_size: int | None = None, locality: bool = True,
                 balance: float | None = DEFAULT_BALANCE, client=None, job: str | None = None,
                 storage_options: dict | None = None) -> BlockBag:
-    """A bag with one bytes object per partition: whole records, partitions following storage blocks.
+    """A bag of whole records, one bytes object per file in each partition, partitions following storage blocks.
 
     Parameters
     ----------
@@ -87,8 +87,9 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     Returns
     -------
     BlockBag
-        ``npartitions`` equals the number of planned partitions; partition ``i`` is ``[bytes]``.
-        ``bag.report()`` sums what its read tasks measured.
+        ``npartitions`` equals the number of planned partitions; partition ``i`` is a list of
+        ``bytes``, one per file it covers (a file's last record may lack its delimiter: files
+        are not run together). ``bag.report()`` sums what its read tasks measured.
     """
     fs, paths, fmt, partitions = plan(url_or_glob, blocksize, partition_size, delimiter, record_size,
                                       storage_options)
@@ -155,7 +156,8 @@ def _frame(blocks: list, names: list, pandas_kwargs: dict):
 
     import pandas as pd
 
-    data = b"".join(blocks)
+    # One bytes per file: a file whose last row has no newline must not run into the next.
+    data = b"".join(b if not b or b.endswith(b"\n") else b + b"\n" for b in blocks)
     if not data:
         return pd.DataFrame({n: pd.Series(dtype=pandas_kwargs.get("dtype", {}).get(n, "object")
                                           if isinstance(pandas_kwargs.get("dtype"), dict) else "object")

@@ -165,10 +165,21 @@ def _checked_regex(pattern: bytes | str, what: str) -> bytes:
 
 
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
-    regex = re.compile(pattern)
+    """``[matches, records, bytes, byte sum]`` of whole records (``blocks``: one bytes per file).
+
+    Matches are counted as Hadoop's grep counts them, per record: with newline records ``^`` and
+    ``$`` anchor at line starts and ends (``re.MULTILINE``), and the search stops before the last
+    record's delimiter, so a pattern that matches the empty string finds as many matches however
+    the file is partitioned (no extra match after the final delimiter, none in a partition that
+    holds no record)."""
+    regex = re.compile(pattern, re.MULTILINE if delimiter == b"\n" else 0)
     stats = np.zeros(4, dtype=np.int64)
     for data in blocks:
-        stats += (len(regex.findall(data)), data.count(delimiter), len(data),
+        if not data:
+            continue
+        terminated = data.endswith(delimiter)
+        searched = memoryview(data)[:len(data) - len(delimiter)] if terminated else data
+        stats += (len(regex.findall(searched)), data.count(delimiter) + (not terminated), len(data),
                   int(np.frombuffer(data, dtype=np.uint8).sum(dtype=np.int64)))
     return [stats]
 
@@ -235,7 +246,12 @@ def _count_words(blocks, word: bytes | None) -> Counter:
     counts: Counter = Counter()
     regex = re.compile(word) if word else None
     for data in blocks:
-        counts.update(regex.findall(data) if regex else data.split())
+        if regex is None:
+            counts.update(data.split())
+        elif regex.groups:  # findall would give the groups: count whole matches
+            counts.update(m.group(0) for m in regex.finditer(data))
+        else:
+            counts.update(regex.findall(data))
     return counts
 
 

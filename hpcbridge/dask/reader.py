@@ -51,24 +51,60 @@ def cached_fs(fs: FileSystem) -> FileSystem:
 
 
 def _boundary(f, at: int, size: int, delimiter: bytes, fetched: list) -> int:
-    """Offset (in the file) just past the first ``delimiter`` starting at or after file offset
-    ``at``; ``size`` if there is none. Reads a small window from ``at``, doubled while needed."""
+    """Offset (in the file) just past the first record delimiter starting at or after file
+    offset ``at``; ``size`` if there is none. Reads a small window from ``at``, doubled while
+    needed.
+
+    Record delimiters are the occurrences a scan from the start of the file finds, left to
+    right without overlaps (``bytes.split``). For a delimiter that can overlap itself (``b"||"``,
+    ``b"\\n\\n"``: a proper prefix is also a suffix) an occurrence found from ``at`` may not be
+    one of them, so the scan starts where no occurrence straddles (:func:`_unstraddled`)."""
+    start = _unstraddled(f, at, delimiter, fetched) if _overlaps_itself(delimiter) else at
     buf = bytearray()
     step = OVERREAD
     search = 0
-    while at + len(buf) < size:
-        end = at + len(buf)
+    while start + len(buf) < size:
+        end = start + len(buf)
         more = f.pread(min(step, size - end), end)
         if not more:
             break
         fetched.append((end, len(more)))
         buf += more
-        i = buf.find(delimiter, search)
-        if i >= 0:
-            return at + i + len(delimiter)
-        search = max(0, len(buf) - len(delimiter) + 1)
+        while True:
+            i = buf.find(delimiter, search)
+            if i < 0:
+                break
+            if start + i >= at:
+                return start + i + len(delimiter)
+            search = i + len(delimiter)  # a delimiter before ``at``: the scan goes on after it
+        search = max(search, len(buf) - len(delimiter) + 1)
         step *= 2
     return size
+
+
+def _overlaps_itself(delimiter: bytes) -> bool:
+    return any(delimiter[:k] == delimiter[-k:] for k in range(1, len(delimiter)))
+
+
+def _unstraddled(f, at: int, delimiter: bytes, fetched: list) -> int:
+    """The largest offset ``q <= at`` that no occurrence of ``delimiter`` straddles (starts
+    before it, ends after it): a left-to-right scan from the file's start and one from ``q``
+    find the same delimiters from ``q`` on."""
+    width = len(delimiter)
+    q = at
+    while q > 0:
+        lo = max(0, q - max(OVERREAD, 2 * width))
+        buf = f.pread(q + width - 1 - lo, lo)
+        fetched.append((lo, len(buf)))
+        while True:
+            found = next((s for s in range(max(lo, q - width + 1), q)
+                          if buf[s - lo:s - lo + width] == delimiter), None)
+            if found is None:
+                return q
+            q = found
+            if lo > 0 and q - width + 1 < lo:
+                break  # the bytes before the window are needed: read again from q
+    return q
 
 
 def read_chunk(f, chunk: Chunk, fmt: RecordFormat, fetched: list) -> bytes:
@@ -135,29 +171,34 @@ class ReadSpec:
 
 
 def read_spec(spec: ReadSpec) -> list:
-    """The body of a read task: ``[bytes of the partition's whole records]``."""
-    return [read_partition(spec.fs, spec.partition, spec.fmt, spec.job)]
+    """The body of a read task: the partition's whole records, one ``bytes`` per file."""
+    return read_partition(spec.fs, spec.partition, spec.fmt, spec.job)
 
 
-def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job: str) -> bytes:
-    """Read a partition's whole records (its chunks in order, concatenated) and report where the
-    bytes came from (see the module docstring)."""
+def read_partition(fs: FileSystem, partition: Partition, fmt: RecordFormat, job: str) -> list[bytes]:
+    """Read a partition's whole records, one ``bytes`` per file it covers (its chunks of one
+    file, in order, concatenated), and report where the bytes came from (see the module
+    docstring). Files stay apart: a file's last record without a delimiter would otherwise run
+    into the next file's first."""
     fs = cached_fs(fs)
     host, worker = worker_host()
     started = time.perf_counter()
-    pieces = []
+    files: list[tuple[str, list]] = []
     tally = {"hosts": defaultdict(int), "local": 0, "remote": 0}
     for chunk in partition.chunks:
         fetched: list = []
         with fs.open(chunk.path, "rb") as f:
-            pieces.append(read_chunk(f, chunk, fmt, fetched))
+            piece = read_chunk(f, chunk, fmt, fetched)
+        if not files or files[-1][0] != chunk.path:
+            files.append((chunk.path, []))
+        files[-1][1].append(piece)
         _attribute(fs, chunk.path, fetched, host, tally)
-    data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    data = [pieces[0] if len(pieces) == 1 else b"".join(pieces) for _, pieces in files] or [b""]
     event = {
         "job": job, "partition": partition.index, "worker_host": host,
         "worker": worker.address if worker is not None else None,
         "preferred": partition.primary_host, "bytes_local": tally["local"], "bytes_remote": tally["remote"],
-        "bytes_by_host": dict(tally["hosts"]), "records_bytes": len(data),
+        "bytes_by_host": dict(tally["hosts"]), "records_bytes": sum(map(len, data)),
         "seconds": time.perf_counter() - started,
     }
     emit_event(worker, event)

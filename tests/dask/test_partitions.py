@@ -14,6 +14,7 @@ import hpcbridge
 dask = pytest.importorskip("dask", reason="hpcbridge.dask needs dask: pip install 'hpcbridge[dask]'")
 
 import hpcbridge.dask as hd  # noqa: E402
+from hpcbridge.dask.jobs import grep_serial  # noqa: E402
 from hpcbridge.dask.partitions import RecordFormat, plan_partitions  # noqa: E402
 from hpcbridge.dask.reader import read_chunk  # noqa: E402
 
@@ -25,10 +26,14 @@ def _records(data: bytes, delimiter: bytes) -> list[bytes]:
     return out + ([parts[-1]] if parts[-1] else [])
 
 
-@settings(max_examples=150, deadline=None)
-@given(data=st.binary(min_size=0, max_size=3000).map(lambda b: b.replace(b"\0", b"ab")),
-       delimiter=st.sampled_from([b"\n", b"ab", b"aba", b"\r\n"]), blocksize=st.integers(1, 700))
+@settings(max_examples=200, deadline=None)
+@given(data=st.one_of(st.binary(min_size=0, max_size=3000).map(lambda b: b.replace(b"\0", b"ab")),
+                      st.text(alphabet="ab|\n", max_size=400).map(str.encode)),
+       delimiter=st.sampled_from([b"\n", b"ab", b"aba", b"\r\n", b"||", b"\n\n", b"aa"]),
+       blocksize=st.integers(1, 700))
 def test_chunks_own_every_record_exactly_once(tmp_path_factory, data, delimiter, blocksize):
+    """Every record of the reference split in exactly one block, whole; also for delimiters that
+    overlap themselves (b"||" in b"a|||b": the records are b"a||", b"|b")."""
     path = tmp_path_factory.mktemp("align") / "f.txt"
     path.write_bytes(data)
     fs = hpcbridge.connect("file:///")
@@ -48,7 +53,7 @@ def test_chunks_own_every_record_exactly_once(tmp_path_factory, data, delimiter,
             got.append(block)
     assert b"".join(got) == data
     # Records of the reference split: each in exactly one block (no record cut across blocks).
-    assert sum(len(_records(b, delimiter)) for b in got if b) == len(_records(data, delimiter))
+    assert [r for b in got for r in _records(b, delimiter)] == _records(data, delimiter)
 
 
 def test_fixed_records_and_blocks(tmp_path):
@@ -74,6 +79,47 @@ def test_read_text_and_csv(tmp_path):
     df = frame.compute(scheduler="sync")
     assert frame.npartitions > 4 and len(df) == 5000 and df["sq"].sum() == sum(i * i for i in range(5000))
     assert sorted(df["i"]) == list(range(5000))
+
+
+def test_files_without_a_last_newline_stay_apart_in_a_partition(tmp_path):
+    """Small files share a partition (metablocks): a file's unterminated last line ran into the
+    next file's first (b"gamma" + b"delta"), in every job."""
+    (tmp_path / "f1.txt").write_bytes(b"alpha beta\ngamma")
+    (tmp_path / "f2.txt").write_bytes(b"delta\nepsilon\n")
+    (tmp_path / "f3.csv").write_bytes(b"1,2\n3,4")
+    (tmp_path / "f4.csv").write_bytes(b"5,6\n7,8\n")
+    url = f"file://{tmp_path}/*.txt"
+    assert hd.read_blocks(url).npartitions == 1
+    assert hd.read_text(url).compute(scheduler="sync") == ["alpha beta\n", "gamma", "delta\n", "epsilon\n"]
+    words = hd.wordcount(url, locality=False).value
+    assert words == {b"alpha": 1, b"beta": 1, b"gamma": 1, b"delta": 1, b"epsilon": 1}
+    assert hd.grep(url, rb"^\w+$", locality=False).value["matches"] == 3
+    frame = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"]).compute(scheduler="sync")
+    assert frame.values.tolist() == [[1, 2], [3, 4], [5, 6], [7, 8]]
+
+
+@pytest.mark.parametrize("pattern", [rb"^a", rb"b$", rb"^$", rb"z*", rb"a|b", rb"(a)(b)"])
+def test_grep_counts_per_line_whatever_the_partitioning(tmp_path, pattern):
+    """As Hadoop's grep, per line: anchors at line edges, empty matches not multiplied by
+    partition edges, records counted with an unterminated last line."""
+    import re
+
+    data = b"ab\n\nab\nxab\n\n\nab"
+    (tmp_path / "g.txt").write_bytes(data)
+    lines = data.split(b"\n")
+    oracle = sum(len(re.findall(pattern, line)) for line in lines)
+    url = f"file://{tmp_path}/g.txt"
+    serial = grep_serial(url, pattern)
+    assert serial["matches"] == oracle and serial["records"] == len(lines) and serial["bytes"] == len(data)
+    for blocksize in (1, 3, 6, 1 << 20):
+        assert hd.grep(url, pattern, blocksize=blocksize, locality=False).value == serial
+
+
+def test_wordcount_counts_whole_matches_of_patterns_with_groups(tmp_path):
+    (tmp_path / "w.txt").write_bytes(b"foo=1 bar=2\nfoo=3\n")
+    for word in (rb"(\w+)=\d", rb"(\w+)=(\d)", rb"\w+=\d"):
+        assert hd.wordcount(f"file://{tmp_path}/w.txt", word=word, locality=False).value == \
+            {b"foo=1": 1, b"bar=2": 1, b"foo=3": 1}
 
 
 def test_metablocks_group_consecutive_small_blocks_of_one_host(tmp_path):
