@@ -79,6 +79,21 @@ def make_directory(comm, backend: str, directory: str, backing=None) -> None:
     comm.Barrier()
 
 
+def take_files(oracle_path: str, url: str, options: dict) -> tuple[bytes, bytes]:
+    """``(bytes of the oracle's file, bytes of hpcbridge's)``, both files removed after (call on
+    one rank, once every rank has closed them)."""
+    import hpcbridge
+
+    with open(oracle_path, "rb") as f:
+        want = f.read()
+    fs, path = hpcbridge.url_to_fs(url, **options)
+    with fs.open(path, "rb") as f:
+        got = f.read()
+    os.remove(oracle_path)
+    fs.rm(path, recursive=True)
+    return want, got
+
+
 _CONFIGS = []  # the pytest config, for _to_terminal
 
 

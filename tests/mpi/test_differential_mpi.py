@@ -28,10 +28,9 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-import hpcbridge
 from hpcbridge.mpi import File
 
-from .conftest import backend_url, directory_for, make_directory
+from .conftest import backend_url, directory_for, make_directory, take_files
 from .test_collective_mpi import examples_on_first_ranks
 
 pytestmark = pytest.mark.mpi(min_size=1)
@@ -521,18 +520,12 @@ def compare(comm, program, oracle_path, url, options=None):
                                 f"hpcbridge {_short(have[1])}")
                 break
     if comm.rank == 0:
-        with open(oracle_path, "rb") as f:
-            want_bytes = f.read()
-        fs, path = hpcbridge.url_to_fs(url, **options)
-        with fs.open(path, "rb") as f:
-            got_bytes = f.read()
+        want_bytes, got_bytes = take_files(oracle_path, url, options)
         if want_bytes != got_bytes:
             diff = next((i for i, (a, b) in enumerate(zip(got_bytes, want_bytes)) if a != b),
                         min(len(got_bytes), len(want_bytes)))
             problems.append(f"{url}: file differs from Open MPI's: sizes {len(got_bytes)} vs {len(want_bytes)}, "
                             f"first difference at byte {diff}")
-        os.remove(oracle_path)
-        fs.rm(path, recursive=True)
     comm.Barrier()
     everyone = comm.allgather(problems)
     flat = [p for ps in everyone for p in ps]

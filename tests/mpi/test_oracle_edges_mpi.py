@@ -15,7 +15,7 @@ import pytest
 import hpcbridge
 from hpcbridge.mpi import File
 
-from .conftest import LOCAL_BACKENDS, backend_url, run_on_all_ranks
+from .conftest import LOCAL_BACKENDS, backend_url, run_on_all_ranks, take_files
 
 pytestmark = pytest.mark.mpi(min_size=1)
 
@@ -44,15 +44,7 @@ def _both(comm, directory, backend, name, write, read=None, hints=None):
         finally:
             f.Close()
     comm.Barrier()
-    want_bytes = got_bytes = None
-    if comm.rank == 0:
-        with open(oracle, "rb") as handle:
-            want_bytes = handle.read()
-        fs, path = hpcbridge.url_to_fs(url, **options)
-        with fs.open(path, "rb") as handle:
-            got_bytes = handle.read()
-        os.remove(oracle)
-        fs.rm(path, recursive=True)
+    want_bytes, got_bytes = take_files(oracle, url, options) if comm.rank == 0 else (None, None)
     comm.Barrier()
     return results[0], results[1], want_bytes, got_bytes
 
@@ -152,8 +144,8 @@ def test_append_delete_on_close_and_unique_open_as_open_mpi(world, mpi_tmp_path,
             size = f.Get_size()
             f.Close()
             world.Barrier()
-            exists = os.path.exists(oracle) if side == "ompi" else hpcbridge.url_to_fs(url, **options)[0].exists(
-                hpcbridge.url_to_fs(url, **options)[1])
+            fs, path = hpcbridge.url_to_fs(url, **options)
+            exists = os.path.exists(oracle) if side == "ompi" else fs.exists(path)
             results[side] = (start, size, exists)
         assert results["hb"] == results["ompi"] == ((10, 10), 10 + 2 * world.size, False)
 
@@ -179,7 +171,8 @@ def test_reserved_hints_are_accepted(world, mpi_tmp_path, backend):
             info.Free()
         world.Barrier()
         if world.rank == 0:
-            hpcbridge.url_to_fs(url, **options)[0].rm(hpcbridge.url_to_fs(url, **options)[1], recursive=True)
+            fs, path = hpcbridge.url_to_fs(url, **options)
+            fs.rm(path, recursive=True)
         world.Barrier()
 
     run_on_all_ranks(world, check)
