@@ -28,6 +28,7 @@ import numpy as np
 
 from .agree import agree as _agree
 from .aggregators import choose_aggregators, node_map
+from .errors import mpi_errors
 from .hints import Hints, parse_hints
 from .messages import message
 from .target import open_target, parse_amode
@@ -912,9 +913,15 @@ MPI_FILE_METHODS = (
 )
 
 for _name in MPI_FILE_METHODS:
-    if _name.lower() not in File.__dict__:
-        setattr(File, _name.lower(), File.__dict__[_name])  # the same function (classmethods too)
-del _name
+    # Errors leave every method as mpi4py's do, MPI.Exception too (see errors.py); the lower-case
+    # names are the same functions (classmethods too).
+    _original = File.__dict__[_name]
+    _wrapped = classmethod(mpi_errors(_original.__func__)) if isinstance(_original, classmethod) \
+        else mpi_errors(_original)
+    setattr(File, _name, _wrapped)
+    if File.__dict__.get(_name.lower(), _original) is _original:
+        setattr(File, _name.lower(), _wrapped)
+del _name, _original, _wrapped
 
 
 def _asked(buf) -> int:

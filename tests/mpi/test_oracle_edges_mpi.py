@@ -176,3 +176,58 @@ def test_reserved_hints_are_accepted(world, mpi_tmp_path, backend):
         world.Barrier()
 
     run_on_all_ranks(world, check)
+
+
+#: Mistakes, each made on Open MPI's File and on hpcbridge's (``f``: a file open read-write on
+#: POSIX holding 10 bytes; ``path``: its path; ``other``: a path that does not exist).
+MISTAKES = {
+    "exclusive create of an existing file": lambda F, MPI, f, path, other: F.Open(
+        MPI.COMM_SELF, path, MPI.MODE_WRONLY | MPI.MODE_CREATE | MPI.MODE_EXCL),
+    "open of a missing file without MODE_CREATE": lambda F, MPI, f, path, other: F.Open(
+        MPI.COMM_SELF, other, MPI.MODE_RDONLY),
+    "MODE_RDONLY with MODE_CREATE": lambda F, MPI, f, path, other: F.Open(
+        MPI.COMM_SELF, other, MPI.MODE_RDONLY | MPI.MODE_CREATE),
+    "write on a read-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_RDONLY).Write_at(
+        0, _fill(1, 1)),
+    "read on a write-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_WRONLY).Read_at(
+        0, _fill(1, 1)),
+    "delete of a missing file": lambda F, MPI, f, path, other: F.Delete(other),
+}
+
+
+def _reopened(F, MPI, path, amode):
+    handle = F.Open(MPI.COMM_SELF, path, amode)
+    _OPENED.append(handle)
+    return handle
+
+
+_OPENED: list = []
+
+
+def test_mistakes_raise_mpi_exceptions_of_open_mpis_error_class(mpi_tmp_path):
+    """mpi4py code catches MPI.Exception and asks its error class; hpcbridge's exceptions are
+    also their Python type (naming the URL)."""
+    from mpi4py import MPI
+
+    from hpcbridge.mpi.file import File as HbFile
+
+    directory = os.path.join(str(mpi_tmp_path), f"mistakes-{MPI.COMM_WORLD.rank}")
+    os.makedirs(directory, exist_ok=True)
+    classes = {}
+    for side, F in (("ompi", MPI.File), ("hb", HbFile)):
+        path, other = os.path.join(directory, f"{side}.bin"), os.path.join(directory, f"{side}-missing.bin")
+        with open(path, "wb") as handle:
+            handle.write(bytes(10))
+        for name, mistake in MISTAKES.items():
+            try:
+                mistake(F, MPI, None, path, other)
+                classes[side, name] = None
+            except MPI.Exception as exc:
+                classes[side, name] = MPI.Get_error_string(exc.Get_error_class()).split(":")[0]
+                if side == "hb":
+                    assert isinstance(exc, (OSError, ValueError)) and directory in str(exc), (name, exc)
+            finally:
+                while _OPENED:
+                    _OPENED.pop().Close()
+    for name in MISTAKES:
+        assert classes["ompi", name] is not None and classes["hb", name] == classes["ompi", name], (name, classes)
