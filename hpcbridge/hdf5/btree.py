@@ -6,8 +6,9 @@ level by level, reading each node with one cached read and decoding its keys and
 with one numpy structured view: no per-chunk Python work, so 100,000 chunks index in a fraction
 of a second (HDF5 1.10's ``H5Dget_chunk_info(i)`` walks the index from the start for every
 ``i``: quadratic). Version-4 layouts (``libver="latest"``): :func:`read_v4_index` reads single
-chunk, implicit and fixed-array indexes from the file the same way; extensible arrays and
-version-2 B-trees go through :func:`read_index_h5py`.
+chunk, implicit, fixed-array and extensible-array indexes from the file the same way;
+version-2 B-trees go through :func:`read_index_h5py`. :func:`agrees_with_hdf5` checks either
+against the chunks HDF5's own lookup reads.
 """
 
 from __future__ import annotations
@@ -106,11 +107,11 @@ def read_btree_index(f, address: int, rank: int, base: int, offset_size: int, ur
 def read_v4_index(f, layout, shape: tuple[int, ...], maxshape: tuple[int, ...], chunk: tuple[int, ...],
                   item: int, sb, url: str) -> ChunkIndex | None:
     """The chunk index of a version-4 layout (``libver="latest"`` files) parsed from the file:
-    a single chunk, implicit (chunks stored in grid order) or a fixed array (File Format
+    a single chunk, implicit (chunks stored in grid order), a fixed array (File Format
     Specification VII.A-B: every chunk's entry in one data block, in pages of 2**page_bits
-    entries above that many); ``None`` for the other types (extensible array, version-2
-    B-tree), which :func:`read_index_h5py` reads. Entries follow the chunk grid of
-    ``maxshape``; chunks outside ``shape`` are left out."""
+    entries above that many) or an extensible array (one unlimited axis, VII.C); ``None`` for
+    version-2 B-trees, which :func:`read_index_h5py` reads. Entries follow the chunk grid of
+    ``maxshape`` (an unlimited axis first); chunks outside ``shape`` are left out."""
     rank = len(chunk)
     nbytes = math.prod(chunk) * item
     if layout.address is None:
@@ -123,26 +124,68 @@ def read_v4_index(f, layout, shape: tuple[int, ...], maxshape: tuple[int, ...], 
             size, mask = nbytes, 0
         return ChunkIndex(np.zeros((1, rank), np.int64), np.array([layout.address], np.int64),
                           np.array([size], np.int64), np.array([mask], np.uint32))
-    if any(m is None for m in maxshape):
+    if layout.index_type in (2, 3) and any(m is None for m in maxshape):
         return None
-    grid = tuple(-(-m // c) for m, c in zip(maxshape, chunk))
     if layout.index_type == 2:  # implicit: every chunk allocated, in grid order, unfiltered
-        n = math.prod(grid)
-        return _in_shape(np.arange(n, dtype=np.int64), layout.address + np.arange(n, dtype=np.int64) * nbytes,
-                         np.full(n, nbytes, np.int64), np.zeros(n, np.uint32), grid, shape, chunk)
-    if layout.index_type != 3:
+        n = math.prod(-(-m // c) for m, c in zip(maxshape, chunk))
+        positions = np.arange(n, dtype=np.int64)
+        return _placed(positions, layout.address + positions * nbytes, np.full(n, nbytes, np.int64),
+                       np.zeros(n, np.uint32), list(range(rank)), shape, maxshape, chunk)
+    if layout.index_type == 3:
+        found = _fixed_array(f, layout.address, sb, url)
+        order = list(range(rank))
+    elif layout.index_type == 4 and sum(m is None for m in maxshape) == 1:
+        found = _extensible_array(f, layout.address, sb, url)
+        # Entries follow the grid with the unlimited axis slowest (HDF5 "swizzles" it first).
+        unlimited = maxshape.index(None)
+        order = [unlimited] + [d for d in range(rank) if d != unlimited]
+    else:
         return None
+    if found is None:
+        return ChunkIndex.empty(rank)
+    client, entry_size, positions, table = found
+    o = sb.offset_size
+    address = _little_endian(table, 0, o)
+    stored = address != np.uint64((1 << (8 * o)) - 1)
+    if client == 1:  # address, stored size (entry size - address - mask bytes), filter mask
+        sizes = _little_endian(table, o, entry_size - o - 4).astype(np.int64)
+        masks = _little_endian(table, entry_size - 4, 4).astype(np.uint32)
+    else:
+        sizes, masks = np.full(len(table), nbytes, np.int64), np.zeros(len(table), np.uint32)
+    return _placed(positions[stored], address[stored].astype(np.int64) + sb.base, sizes[stored], masks[stored],
+                   order, shape, maxshape, chunk)
+
+
+def _placed(positions, address, sizes, masks, order, shape, maxshape, chunk) -> ChunkIndex:
+    """The chunks at ``positions`` of the grid of ``maxshape`` traversed with axis ``order[0]``
+    slowest (an unlimited axis: as many rows as the positions need) whose first element lies
+    inside ``shape``."""
+    grid = [-(-maxshape[d] // chunk[d]) if maxshape[d] is not None else 0 for d in order]
+    if len(positions) and grid[0] == 0:
+        grid[0] = int(positions.max() // max(1, math.prod(grid[1:]))) + 1
+    coords = np.zeros((len(positions), len(chunk)), np.int64)
+    if len(positions):
+        for axis, values in zip(order, np.unravel_index(positions, grid)):
+            coords[:, axis] = values * chunk[axis]
+    inside = np.all(coords < np.array(shape, np.int64), axis=1)
+    return ChunkIndex(coords[inside], np.asarray(address, np.int64)[inside], np.asarray(sizes, np.int64)[inside],
+                      np.asarray(masks, np.uint32)[inside])
+
+
+def _fixed_array(f, address: int, sb, url: str):
+    """``(client, entry size, positions, entries as rows of bytes)`` of the fixed array at
+    ``address``; None when it holds no entry (File Format Specification VII.A-B)."""
     o, ln = sb.offset_size, sb.length_size
     # Header: "FAHD", version, client (1: filtered chunks), entry size, page bits, entries
     # (length), data block address, checksum.
-    head = f.pread(8 + ln + o, layout.address)
+    head = f.pread(8 + ln + o, address)
     if head[:4] != b"FAHD" or len(head) < 8 + ln + o:
-        raise HDF5FormatError(f"{url}: no fixed array header at address {layout.address}")
+        raise HDF5FormatError(f"{url}: no fixed array header at address {address}")
     client, entry_size, page_bits = head[5], head[6], head[7]
     count = int.from_bytes(head[8:8 + ln], "little")
     block = int.from_bytes(head[8 + ln:8 + ln + o], "little")
     if block == (1 << (8 * o)) - 1 or count == 0:
-        return ChunkIndex.empty(rank)
+        return None
     block += sb.base
     prefix = 4 + 1 + 1 + o  # "FADB", version, client, header address
     page = 1 << page_bits
@@ -157,31 +200,110 @@ def read_v4_index(f, layout, shape: tuple[int, ...], maxshape: tuple[int, ...], 
         linear, rows = [], []
         for k in np.flatnonzero(written).tolist():
             n = min(page, count - k * page)
-            raw = f.pread(n * entry_size, first + k * (page * entry_size + 4))
-            if len(raw) < n * entry_size:
-                raise HDF5FormatError(f"{url}: fixed array page {k} at {block} runs past the end of the file")
             linear.append(np.arange(k * page, k * page + n, dtype=np.int64))
-            rows.append(np.frombuffer(raw, np.uint8).reshape(n, entry_size))
+            rows.append(_entries(f, first + k * (page * entry_size + 4), n, entry_size, url))
         if not rows:
-            return ChunkIndex.empty(rank)
-        positions, table = np.concatenate(linear), np.concatenate(rows)
-    else:
-        raw = f.pread(prefix + count * entry_size, block)
-        if raw[:4] != b"FADB":
-            raise HDF5FormatError(f"{url}: no fixed array data block at address {block}")
-        if len(raw) < prefix + count * entry_size:
-            raise HDF5FormatError(f"{url}: the fixed array data block at {block} runs past the end of the file")
-        positions = np.arange(count, dtype=np.int64)
-        table = np.frombuffer(raw, np.uint8, count=count * entry_size, offset=prefix).reshape(count, entry_size)
-    address = _little_endian(table, 0, o)
-    stored = address != np.uint64((1 << (8 * o)) - 1)
-    if client == 1:  # address, stored size (entry size - address - mask bytes), filter mask
-        sizes = _little_endian(table, o, entry_size - o - 4).astype(np.int64)
-        masks = _little_endian(table, entry_size - 4, 4).astype(np.uint32)
-    else:
-        sizes, masks = np.full(len(table), nbytes, np.int64), np.zeros(len(table), np.uint32)
-    return _in_shape(positions[stored], address[stored].astype(np.int64) + sb.base, sizes[stored], masks[stored],
-                     grid, shape, chunk)
+            return None
+        return client, entry_size, np.concatenate(linear), np.concatenate(rows)
+    raw = f.pread(prefix, block)
+    if raw[:4] != b"FADB":
+        raise HDF5FormatError(f"{url}: no fixed array data block at address {block}")
+    return client, entry_size, np.arange(count, dtype=np.int64), _entries(f, block + prefix, count, entry_size, url)
+
+
+def _extensible_array(f, address: int, sb, url: str):
+    """``(client, entry size, positions, entries as rows of bytes)`` of the extensible array at
+    ``address`` (the index of a dataset with one unlimited axis); None when it holds no entry.
+
+    Layout (File Format Specification VII.C, HDF5's H5EA): the first entries sit in the index
+    block; the rest in data blocks that double in size every second "super block"; the data
+    blocks of the first super blocks are listed in the index block, the others in secondary
+    blocks, whose data blocks are paged above 2**page_bits entries (a bitmap says which pages
+    were written)."""
+    o, ln = sb.offset_size, sb.length_size
+    undefined = (1 << (8 * o)) - 1
+    head = f.pread(12 + 6 * ln + o, address)
+    if head[:4] != b"EAHD" or len(head) < 12 + 6 * ln + o:
+        raise HDF5FormatError(f"{url}: no extensible array header at address {address}")
+    client, entry_size, max_bits, index_entries, block_min, sblock_min_blocks, page_bits = head[5:12]
+    lengths = [int.from_bytes(head[12 + k * ln:12 + (k + 1) * ln], "little") for k in range(6)]
+    entries_set = lengths[4]  # "max index set": one past the highest entry ever set
+    index_block = int.from_bytes(head[12 + 6 * ln:12 + 6 * ln + o], "little")
+    if index_block == undefined or entries_set == 0:
+        return None
+    index_block += sb.base
+    sblocks = 1 + max_bits - (block_min.bit_length() - 1)
+    in_index = 2 * (sblock_min_blocks.bit_length() - 1)  # super blocks whose data blocks the index block lists
+    block_addrs, sblock_addrs = 2 * (sblock_min_blocks - 1), sblocks - in_index
+    offset_size = (max_bits + 7) // 8
+    page = 1 << page_bits
+    prefix = 6 + o  # signature, version, client, header address
+    raw = f.pread(prefix + index_entries * entry_size + (block_addrs + sblock_addrs) * o, index_block)
+    if raw[:4] != b"EAIB" or len(raw) < prefix + index_entries * entry_size + (block_addrs + sblock_addrs) * o:
+        raise HDF5FormatError(f"{url}: no extensible array index block at address {index_block}")
+    table = np.frombuffer(raw, np.uint8, count=index_entries * entry_size, offset=prefix).reshape(-1, entry_size)
+    addrs = _little_endian(np.frombuffer(raw, np.uint8, count=(block_addrs + sblock_addrs) * o,
+                                         offset=prefix + index_entries * entry_size).reshape(-1, o), 0, o).tolist()
+    linear = [np.arange(min(index_entries, entries_set), dtype=np.int64)]
+    rows = [table[:entries_set]]
+    start, start_block = index_entries, 0
+    for u in range(sblocks):
+        blocks, per_block = 1 << (u // 2), (1 << ((u + 1) // 2)) * block_min
+        if start >= entries_set:
+            break
+        pages = per_block // page if per_block > page else 0
+        written = None
+        if u < in_index:
+            if pages:
+                return None  # not made by HDF5's defaults: h5py reads it
+            data_blocks = addrs[start_block:start_block + blocks]
+        else:
+            sblock = addrs[block_addrs + u - in_index]
+            if sblock == undefined:
+                data_blocks = []
+            else:
+                bitmap_size = -(-(blocks * pages) // 8) if pages else 0
+                raw = f.pread(prefix + offset_size + bitmap_size + blocks * o, sblock + sb.base)
+                if raw[:4] != b"EASB" or len(raw) < prefix + offset_size + bitmap_size + blocks * o:
+                    raise HDF5FormatError(f"{url}: no extensible array secondary block at {sblock + sb.base}")
+                if pages:
+                    written = np.unpackbits(np.frombuffer(raw, np.uint8, count=bitmap_size,
+                                                          offset=prefix + offset_size), bitorder="big")
+                data_blocks = _little_endian(np.frombuffer(raw, np.uint8, count=blocks * o,
+                                                           offset=prefix + offset_size + bitmap_size).reshape(-1, o),
+                                             0, o).tolist()
+        for k, block in enumerate(data_blocks):
+            first = start + k * per_block
+            n = min(per_block, entries_set - first)
+            if n <= 0:
+                break
+            if block == undefined:
+                continue
+            block += sb.base
+            if pages:  # pages after the block's prefix and checksum, each with its checksum
+                for p in range(-(-n // page)):
+                    if written is not None and not written[k * pages + p]:
+                        continue
+                    m = min(page, n - p * page)
+                    at = block + prefix + offset_size + 4 + p * (page * entry_size + 4)
+                    linear.append(np.arange(first + p * page, first + p * page + m, dtype=np.int64))
+                    rows.append(_entries(f, at, m, entry_size, url))
+            else:
+                if f.pread(4, block) != b"EADB":
+                    raise HDF5FormatError(f"{url}: no extensible array data block at address {block}")
+                linear.append(np.arange(first, first + n, dtype=np.int64))
+                rows.append(_entries(f, block + prefix + offset_size, n, entry_size, url))
+        start += blocks * per_block
+        start_block += blocks
+    return client, entry_size, np.concatenate(linear), np.concatenate(rows)
+
+
+def _entries(f, at: int, count: int, entry_size: int, url: str) -> np.ndarray:
+    """``count`` index entries of ``entry_size`` bytes at ``at``, as rows of bytes."""
+    raw = f.pread(count * entry_size, at)
+    if len(raw) < count * entry_size:
+        raise HDF5FormatError(f"{url}: chunk index entries at {at} run past the end of the file")
+    return np.frombuffer(raw, np.uint8).reshape(count, entry_size)
 
 
 def _little_endian(table: np.ndarray, start: int, width: int) -> np.ndarray:
@@ -190,15 +312,6 @@ def _little_endian(table: np.ndarray, start: int, width: int) -> np.ndarray:
     for j in range(width):
         out |= table[:, start + j].astype(np.uint64) << np.uint64(8 * j)
     return out
-
-
-def _in_shape(linear, address, size, mask, grid, shape, chunk) -> ChunkIndex:
-    """Chunks at ``linear`` positions of ``grid`` whose first element lies inside ``shape``."""
-    coords = np.stack(np.unravel_index(linear, grid), axis=1).astype(np.int64) * np.array(chunk, np.int64) \
-        if len(linear) else np.zeros((0, len(chunk)), np.int64)
-    inside = np.all(coords < np.array(shape, np.int64), axis=1) if len(linear) else np.zeros(0, bool)
-    return ChunkIndex(coords[inside], np.asarray(address, np.int64)[inside], np.asarray(size, np.int64)[inside],
-                      np.asarray(mask, np.uint32)[inside])
 
 
 def read_index_h5py(dsid, shape: tuple[int, ...], chunk: tuple[int, ...], base: int = 0) -> ChunkIndex:
@@ -243,15 +356,20 @@ def _chunk_info_is_relative() -> bool:
     return _RELATIVE[0]
 
 
-def agrees_with_hdf5(dsid, index: ChunkIndex, base: int) -> bool:
-    """Whether the first, middle and last chunks of ``index`` are where HDF5 says they are
-    (a parser's mistake is never silent: the caller falls back to :func:`read_index_h5py`)."""
+def agrees_with_hdf5(f, dsid, index: ChunkIndex) -> bool:
+    """Whether the first, middle and last chunks of ``index`` hold the bytes HDF5 reads for them
+    (``read_direct_chunk``: HDF5's own lookup, the one its reads use; its ``get_chunk_info``
+    reports wrong coordinates for extensible arrays whose unlimited axis is not the first, in
+    1.10), and whether both find no chunk where ``index`` is empty. A parser's mistake is never
+    silent: the caller falls back or refuses."""
     if not len(index):
-        return dsid.get_chunk_info_by_coord((0,) * index.coords.shape[1]).byte_offset is None
-    shift = base if base and _chunk_info_is_relative() else 0
+        return dsid.get_num_chunks() == 0
     for i in sorted({0, len(index) // 2, len(index) - 1}):
-        info = dsid.get_chunk_info_by_coord(tuple(int(c) for c in index.coords[i]))
-        if info.byte_offset is None or (info.byte_offset + shift, info.size, info.filter_mask) != \
-                (int(index.address[i]), int(index.size[i]), int(index.mask[i])):
+        try:
+            mask, raw = dsid.read_direct_chunk(tuple(int(c) for c in index.coords[i]))
+        except (KeyError, ValueError, OSError):  # HDF5 holds no chunk there
+            return False
+        if (int(mask), len(raw)) != (int(index.mask[i]), int(index.size[i])) or \
+                f.pread(int(index.size[i]), int(index.address[i])) != raw:
             return False
     return True

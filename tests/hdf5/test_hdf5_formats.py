@@ -25,7 +25,11 @@ LATEST = [
     ((37, 23), (5, 4), (50, 40), "all"),        # fixed array over a grid larger than the data
     ((10, 10), (10, 10), None, "all"),          # single chunk
     ((10, 10), (10, 10), None, "none"),         # single chunk, never written
-    ((40, 30), (3, 7), (None, 30), "some"),     # extensible array (through h5py)
+    ((40, 30), (3, 7), (None, 30), "some"),     # extensible array
+    ((40, 30), (3, 7), (40, None), "some"),     # extensible array, unlimited axis not the first (HDF5 1.10's
+                                                # get_chunk_info gives wrong coordinates: read wrongly before)
+    ((12, 9, 7), (2, 4, 3), (12, None, 7), "all"),
+    ((40000,), (1,), (None,), "sparse"),        # extensible array: secondary blocks, paged data blocks
     ((40, 30), (3, 7), (None, None), "some"),   # version-2 B-tree (through h5py)
 ]
 
@@ -50,14 +54,17 @@ def test_latest_chunk_indexes_equal_h5py(tmp_path, userblock, compression, shape
         elif written == "some":
             part = tuple(slice(0, max(1, n // 3)) for n in shape)
             d[part] = data[part]
+        elif written == "sparse":
+            d[::997] = data[::997]
     with h5py.File(path, "r") as f:
         expected = f["d"][()]
     np.testing.assert_array_equal(_read(path, "d"), expected)
 
 
-def test_fixed_and_implicit_indexes_are_parsed_not_asked_of_h5py(tmp_path, monkeypatch):
+def test_fixed_implicit_and_extensible_indexes_are_parsed_not_asked_of_h5py(tmp_path, monkeypatch):
     """A fixed array of 100,000 chunks indexes in well under a second (h5py's lookups, one per
-    chunk, are quadratic in HDF5 1.10); implicit and single-chunk indexes come from the layout."""
+    chunk, are quadratic in HDF5 1.10), an extensible array of 30,000 too; implicit and
+    single-chunk indexes come from the layout."""
     path = tmp_path / "many.h5"
     with h5py.File(path, "w", libver="latest") as f:
         d = f.create_dataset("many", shape=(1000, 400), chunks=(1, 4), dtype="<i2")
@@ -67,6 +74,7 @@ def test_fixed_and_implicit_indexes_are_parsed_not_asked_of_h5py(tmp_path, monke
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)  # implicit index: every chunk allocated at once
         h5py.h5d.create(f.id, b"implicit", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((10, 7), (12, 9)), dcpl=dcpl)
         f["implicit"][...] = np.arange(70, dtype="<i4").reshape(10, 7)
+        f.create_dataset("growing", data=np.arange(30_000, dtype="<i4"), chunks=(1,), maxshape=(None,))
 
     def refuse(*args):
         raise AssertionError("read_index_h5py called for an index the parser reads")
@@ -79,6 +87,9 @@ def test_fixed_and_implicit_indexes_are_parsed_not_asked_of_h5py(tmp_path, monke
     assert len(index) == 100_000 and time.perf_counter() - started < 1.0
     assert int(hd.read_hdf5(f"file://{path}", "many").sum().compute()) == int((np.arange(400_000) % 30000).sum())
     np.testing.assert_array_equal(_read(path, "implicit"), np.arange(70).reshape(10, 7))
+    started = time.perf_counter()
+    np.testing.assert_array_equal(_read(path, "growing"), np.arange(30_000))
+    assert time.perf_counter() - started < 5.0
 
 
 def test_a_parser_mistake_falls_back_to_h5py(tmp_path, monkeypatch, caplog):
