@@ -356,20 +356,34 @@ def _chunk_info_is_relative() -> bool:
     return _RELATIVE[0]
 
 
-def agrees_with_hdf5(f, dsid, index: ChunkIndex) -> bool:
-    """Whether the first, middle and last chunks of ``index`` hold the bytes HDF5 reads for them
-    (``read_direct_chunk``: HDF5's own lookup, the one its reads use; its ``get_chunk_info``
-    reports wrong coordinates for extensible arrays whose unlimited axis is not the first, in
-    1.10), and whether both find no chunk where ``index`` is empty. A parser's mistake is never
-    silent: the caller falls back or refuses."""
+#: Largest chunk :func:`agrees_with_hdf5` reads whole to compare it with HDF5's read.
+DIRECT_CHECK_MAX = 16 << 20
+
+
+def agrees_with_hdf5(f, dsid, index: ChunkIndex, base: int) -> bool:
+    """Whether the first, middle and last chunks of ``index`` are where HDF5 has them, and
+    whether both find no chunk where ``index`` is empty. A parser's mistake is never silent:
+    the caller falls back or refuses.
+
+    Asked first of ``get_chunk_info_by_coord`` (no data read); where that disagrees, the chunk's
+    bytes are compared with ``read_direct_chunk`` (HDF5's own lookup, the one its reads use):
+    HDF5 1.10's ``get_chunk_info`` reports wrong coordinates for extensible arrays whose
+    unlimited axis is not the first."""
     if not len(index):
         return dsid.get_num_chunks() == 0
+    shift = base if base and _chunk_info_is_relative() else 0
     for i in sorted({0, len(index) // 2, len(index) - 1}):
+        coords = tuple(int(c) for c in index.coords[i])
+        ours = (int(index.address[i]), int(index.size[i]), int(index.mask[i]))
+        info = dsid.get_chunk_info_by_coord(coords)
+        if info.byte_offset is not None and (info.byte_offset + shift, info.size, info.filter_mask) == ours:
+            continue
+        if ours[1] > DIRECT_CHECK_MAX:
+            return False
         try:
-            mask, raw = dsid.read_direct_chunk(tuple(int(c) for c in index.coords[i]))
+            mask, raw = dsid.read_direct_chunk(coords)
         except (KeyError, ValueError, OSError):  # HDF5 holds no chunk there
             return False
-        if (int(mask), len(raw)) != (int(index.mask[i]), int(index.size[i])) or \
-                f.pread(int(index.size[i]), int(index.address[i])) != raw:
+        if (int(mask), len(raw)) != (ours[2], ours[1]) or f.pread(ours[1], ours[0]) != raw:
             return False
     return True

@@ -267,13 +267,13 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
                     grid_shape = shape[:len(chunk)]
                     index = read_v4_index(f, layout, grid_shape, tuple(obj.maxshape), chunk, obj.dtype.itemsize,
                                           sb, url)
-                    if index is not None and not agrees_with_hdf5(f, dsid, index):
+                    if index is not None and not agrees_with_hdf5(f, dsid, index, sb.base):
                         log.warning("%s: the chunk index of %r parsed from the file disagrees with HDF5's; "
                                     "reading it through h5py instead", url, dataset)
                         index = None
                     if index is None:  # version-2 B-trees: one h5py call per chunk
                         index = read_index_h5py(dsid, grid_shape, chunk, sb.base)
-                        if not agrees_with_hdf5(f, dsid, index):
+                        if not agrees_with_hdf5(f, dsid, index, sb.base):
                             raise HDF5Error(f"dataset {dataset!r} of {url}: HDF5 reports chunk addresses that do "
                                             "not hold its chunks (its chunk index type "
                                             f"{layout.index_type}); read it with h5py")
