@@ -21,7 +21,9 @@ wait at exit until Arrow's threads are idle (:mod:`hpcbridge.fs.native_exit`).
 from __future__ import annotations
 
 import atexit
+import errno
 import gc
+import os
 import threading
 import time
 import types
@@ -95,6 +97,24 @@ def _handler():
 
                 def open_append_stream(self, path, metadata):
                     return self._track(self.fs.open(path, mode="ab"), "w")
+
+                # As pyarrow's LocalFileSystem: FSSpecHandler's fsspec calls would remove a file
+                # asked to be deleted as a directory, and accept a directory made over a file.
+                def delete_dir(self, path):
+                    self._refuse_file(path, NotADirectoryError, errno.ENOTDIR)
+                    super().delete_dir(path)
+
+                def delete_dir_contents(self, path, missing_dir_ok=False):
+                    self._refuse_file(path, NotADirectoryError, errno.ENOTDIR)
+                    super().delete_dir_contents(path, missing_dir_ok)
+
+                def create_dir(self, path, recursive):
+                    self._refuse_file(path, FileExistsError, errno.EEXIST)
+                    super().create_dir(path, recursive)
+
+                def _refuse_file(self, path, kind, code):
+                    if self.fs.isfile(path):
+                        raise kind(code, f"{os.strerror(code)} (a file)", path)
 
             atexit.register(_wait_for_native_releases)
             _handler_class = _TrackingHandler

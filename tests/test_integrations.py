@@ -78,3 +78,39 @@ def test_fsspec_mv_rm_and_mkdir_semantics(tmp_path):
     with pytest.raises(OSError, match="transactions"):
         with fs.transaction:
             fs.pipe(f"{tmp_path}/t.bin", b"x")
+
+
+def test_fsspec_calls_as_fsspecs_local_file_system(tmp_path):
+    """rm with maxdepth (it deleted files, then refused a directory), read_block (files had no
+    .size), mv of a directory into one without recursive=True, a file opened under a file."""
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file")
+    for fs, root in ((local, tmp_path / "local"), (ours, tmp_path / "ours")):
+        for name in ("t/f", "t/sub/g", "src/h", "csv"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(b"1,2\n3,4\n5,6\n")
+        (root / "dst").mkdir()
+        fs.rm(str(root / "t"), recursive=True, maxdepth=5)
+        assert not (root / "t").exists()
+        assert fs.read_block(str(root / "csv"), 1, 4, delimiter=b"\n") == b"3,4\n"
+        fs.mv(str(root / "src"), str(root / "dst"))
+        assert (root / "dst" / "src" / "h").exists() and not (root / "src").exists()
+        with pytest.raises(NotADirectoryError):
+            fs.open(str(root / "csv" / "x"), "wb")
+
+
+def test_arrow_directory_calls_on_a_file_as_pyarrows_local(tmp_path):
+    """FSSpecHandler deleted a file asked to be deleted as a directory; pyarrow's local refuses."""
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    (tmp_path / "a.txt").write_bytes(b"x")
+    fs, path = hpcbridge.arrow.filesystem_and_path(f"file://{tmp_path}")
+    for ours, theirs in ((fs, path), (pafs.LocalFileSystem(), str(tmp_path))):
+        for call in (ours.delete_dir, ours.delete_dir_contents):
+            with pytest.raises(OSError):
+                call(f"{theirs}/a.txt")
+        with pytest.raises(FileExistsError):
+            ours.create_dir(f"{theirs}/a.txt", recursive=True)
+    assert (tmp_path / "a.txt").read_bytes() == b"x"

@@ -323,6 +323,13 @@ class _Positional:
         #: URL of the file, for messages.
         self.url = raw.url
 
+    @property
+    def size(self) -> int:
+        """The file's current size in bytes (fsspec's file objects have it: ``read_block``)."""
+        if self.writable():
+            self.flush()
+        return self.raw.size()
+
     def pread(self, size: int, offset: int) -> bytes:
         """Read up to ``size`` bytes at ``offset`` without moving the file position."""
         self._check_open()

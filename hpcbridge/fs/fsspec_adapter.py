@@ -15,6 +15,7 @@ the ``fsspec.specs`` entry points of the hpcbridge package.
 from __future__ import annotations
 
 import datetime
+import errno
 import io
 import posixpath
 import sys
@@ -126,7 +127,10 @@ class HpcbridgeFSSpec(AbstractFileSystem):
 
     def _make_parent(self, path: str) -> None:
         if self.auto_mkdir:
-            self.backend.mkdir(posixpath.dirname(path), parents=True, exist_ok=True)
+            try:
+                self.backend.mkdir(posixpath.dirname(path), parents=True, exist_ok=True)
+            except FileExistsError:  # the "parent" is a file: what open(2) of the path says
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", self.backend.url(path)) from None
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         path = self._strip_protocol(path)
@@ -164,7 +168,8 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         self.backend.rmdir(self._strip_protocol(path))
 
     def rm_file(self, path):
-        self.backend.rm(self._strip_protocol(path))
+        # fsspec's own rm (with maxdepth) calls this for the directories it expanded too.
+        self._rm(path)
 
     def _rm(self, path):
         path = self._strip_protocol(path)
@@ -200,6 +205,9 @@ class HpcbridgeFSSpec(AbstractFileSystem):
             if not self.backend.isdir(dst):
                 self.backend.rename(src, dst)
                 return
+        # A directory moves with its contents, as fsspec's local file system moves it.
+        if isinstance(path1, str) and self.backend.isdir(self._strip_protocol(path1)):
+            recursive = True
         super().mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
 
 

@@ -282,6 +282,11 @@ class ReadaheadReader(io.BufferedIOBase):
 
     read1 = read
 
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (fsspec's file objects have it: ``read_block``)."""
+        return self._size
+
     def readline(self, size: int | None = -1) -> bytes:
         """One line (through ``\\n``), of at most ``size`` bytes if ``size`` >= 0, scanned in the
         readahead window (io's generic readline may overshoot ``size`` where a line crosses
