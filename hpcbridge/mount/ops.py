@@ -618,8 +618,9 @@ class BridgeOperations(mfusepy.Operations):
         src, dst = self.backend_path(old), self.backend_path(new)
         if flags & 1 and self.fs.exists(dst):  # RENAME_NOREPLACE
             raise mfusepy.FuseOSError(errno.EEXIST)
-        state = self._states.get(old)
-        if state is not None:
+        # The open files moved: the path itself, or (a directory) every path below it.
+        moved = [state for path, state in list(self._states.items()) if path == old or path.startswith(old + "/")]
+        for state in moved:
             with state.lock:
                 self._close_writers(state)  # they name the old container
         if not self.fs.capabilities.rename_replaces and self.fs.isfile(dst) and self.fs.isfile(src):
@@ -628,15 +629,20 @@ class BridgeOperations(mfusepy.Operations):
             self.fs.rm(dst)
         self.fs.rename(src, dst)
         with self._states_lock:
-            state = self._states.pop(old, None)
-            if state is not None:
-                state.path = new
-                for h in state.handles:
-                    h.path = new
-                    if isinstance(h, _PlfsHandle):  # the logs fsync still owes moved with the file
-                        h.unsynced = [(log_fs, dst + path[len(src):] if path.startswith(src + "/") else path)
-                                      for log_fs, path in h.unsynced]
-                self._states[new] = state
+            for state in moved:
+                if self._states.get(state.path) is not state:
+                    continue  # released meanwhile
+                del self._states[state.path]
+                state.path = new + state.path[len(old):]
+                with state.lock:
+                    # Readers open their data logs lazily, by the old path: rebuilt at the next read.
+                    state.generation += 1
+                    for h in state.handles:
+                        h.path = state.path
+                        if isinstance(h, _PlfsHandle):  # the logs fsync still owes moved with the file
+                            h.unsynced = [(log_fs, dst + path[len(src):] if path.startswith(src + "/") else path)
+                                          for log_fs, path in h.unsynced]
+                self._states[state.path] = state
 
     @_guard
     def chmod(self, path, mode):
@@ -699,7 +705,12 @@ class BridgeOperations(mfusepy.Operations):
                 created = fs.container_for_writer(p, mode).created
                 trunc = trunc and not created  # made empty just now
             elif not fs.isfile(p):
-                raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
+                if fs.isdir(p) or not (create or flags & os.O_CREAT):
+                    raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
+                # open(O_RDONLY | O_CREAT) of a new file: an empty container, as open(2) makes one.
+                fs.prepare_container(p, OpenMode(True, True, True, False, bool(flags & os.O_EXCL), False, False,
+                                                 "fuse"))
+                created = True
             handle = self._attach(path, 0 if created else lambda: fs.info(p).size,
                                   lambda state: _PlfsHandle(self, path, state, readable, writable))
             state = handle.state

@@ -154,6 +154,57 @@ def test_namespace_rename_unlink_mkdir_p_and_large_listing(workdir):
         os.open(os.path.join(base, "a"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
 
 
+def test_open_files_follow_a_renamed_directory_and_a_renamed_or_unlinked_file(workdir):
+    """Found against ext4: after rename of its directory an open file's writes were lost (a new
+    writer of the old container: ENOENT at fsync, the bytes dropped), fstat said 0 and reads
+    said ENOENT; a reader built before a rename or unlink of its file read its logs by the old
+    path (ENOENT)."""
+    m, d = workdir
+    base = os.path.join(m.path, d)
+    os.mkdir(os.path.join(base, "dir"))
+    fd = os.open(os.path.join(base, "dir/f"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, b"A" * 100, 0)
+        os.close(os.dup(fd))  # a close(2): the writer is closed, the next write opens one
+        os.rename(os.path.join(base, "dir"), os.path.join(base, "moved"))
+        assert os.pwrite(fd, b"B" * 100, 100) == 100
+        os.fsync(fd)
+        assert os.fstat(fd).st_size == 200 and os.pread(fd, 200, 0) == b"A" * 100 + b"B" * 100
+        os.ftruncate(fd, 150)
+    finally:
+        os.close(fd)
+    assert _library_read(m, f"{d}/moved/f") == b"A" * 100 + b"B" * 50
+    for kind in ("rename", "unlink"):
+        path = os.path.join(base, f"{kind}.bin")
+        for offset, byte in ((0, b"a"), (100, b"b")):  # two writers: two data logs
+            with open(path, "r+b" if offset else "wb") as f:
+                f.seek(offset)
+                f.write(byte * 100)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 10, 150) == b"b" * 10  # the reader is built (one log opened)
+            if kind == "rename":
+                os.rename(path, path + ".new")
+            else:
+                os.unlink(path)
+            assert os.pread(fd, 10, 0) == b"a" * 10
+        finally:
+            os.close(fd)
+
+
+def test_read_only_open_with_o_creat_makes_the_file(workdir):
+    m, d = workdir
+    path = os.path.join(m.path, d, "ro-created")
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        assert os.read(fd, 10) == b"" and os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+    assert os.path.isfile(path) and _library_read(m, f"{d}/ro-created") == b""
+    with pytest.raises(FileExistsError):
+        os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL)
+
+
 def test_file_locks_are_node_local(workdir):
     import fcntl
 
