@@ -529,6 +529,8 @@ class HdfsFileSystem(FileSystem):
         # HDFS's rename moves *into* an existing directory; POSIX-safe: an existing destination is
         # an error (hdfs-native's rename without overwrite refuses existing files, not directories).
         self._info(src)  # as rename(2): a missing source is reported before anything else
+        if dst.rstrip("/").startswith(src.rstrip("/") + "/"):  # as rename(2), on either driver
+            raise os_error(errno.EINVAL, self.url(dst), BACKEND, f"renaming {self.url(src)} under itself")
         if self.exists(dst):
             raise os_error(errno.EEXIST, self.url(dst), BACKEND,
                            f"renaming {self.url(src)}: HDFS does not replace an existing destination")

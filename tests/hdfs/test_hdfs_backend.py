@@ -1,5 +1,6 @@
 """HDFS semantics made safe, block locations, readahead, drivers and timeouts, on the real cluster."""
 
+import errno
 import io
 import os
 import signal
@@ -198,6 +199,9 @@ def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
     assert hdfs.ls(f"{hdfs_root}/dir") == []
     hdfs.rename(f"{hdfs_root}/f", f"{hdfs_root}/g")
     assert hdfs.read_bytes(f"{hdfs_root}/g") == b"1"
+    with pytest.raises(OSError, match="under itself") as exc:  # EINVAL on both drivers (libhdfs said EIO)
+        hdfs.rename(f"{hdfs_root}/dir", f"{hdfs_root}/dir/inner")
+    assert exc.value.errno == errno.EINVAL
 
 
 def test_write_mode_recreates_and_positional_io_points_at_plfs(hdfs, hdfs_root):
