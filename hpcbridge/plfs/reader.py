@@ -599,7 +599,7 @@ class PlfsReader:
             runs = self._plan(view, offset, end)
         if self.verify == "always":
             self._verify_touched(runs)
-        if n <= self.SMALL_READ or len(runs) == 1:
+        if n <= self.SMALL_READ or len(runs) <= 1:  # (no run: a read that is all hole, zeroed above)
             for run in runs:
                 # Through the logs' read buffers where each read is a round trip (HDFS); on a
                 # kernel file system one scatter read per run, straight into ``view``.

@@ -745,3 +745,18 @@ def test_nothing_is_made_inside_a_container(tmp_path, inside):
     made = [name for _, dirs, files in os.walk(tmp_path / "file") for name in dirs + files]
     assert "x" not in made and "sub" not in made
     assert fs.read_bytes(f"{tmp_path}/file") == b"data"
+
+
+def test_a_large_read_that_is_all_hole_reads_zeros(tmp_path, monkeypatch):
+    """Found by an audit: a read above SMALL_READ with no stored byte in it planned no run, and
+    the shared read (taken when a core is idle) failed with UnboundLocalError."""
+    import hpcbridge.plfs.reader as reader
+
+    fs = plfs()
+    with fs.open(f"{tmp_path}/holey", "wb") as f:
+        f.pwrite(b"x", 10 << 20)
+    monkeypatch.setattr(reader, "_runnable", lambda: 1)  # an idle machine: the shared path
+    buffer = bytearray(b"\xee" * (5 << 20))
+    with fs.open(f"{tmp_path}/holey", "rb") as f:
+        assert f.preadinto(buffer, 0) == 5 << 20
+    assert buffer == bytes(5 << 20)
