@@ -185,3 +185,32 @@ def test_enospc_on_put_names_the_destination(capsys, tmp_path):
         assert list(small.iterdir()) == []  # the partial file went with the failure
     finally:
         subprocess.run(["umount", "-l", str(small)], check=True)
+
+
+def test_names_coreutils_takes_as_they_are(capsys, tree, monkeypatch):
+    """Found against coreutils: a name that is not UTF-8 broke ls, stat and put -r (its URL could
+    not be quoted); a relative name with a colon was taken for a URL; ls "" listed the current
+    directory; put/get dropped the permission bits; a destination under a file was reported
+    under the hidden partial file's name."""
+    monkeypatch.chdir(tree)
+    odd = os.fsdecode(b"b\xffd")
+    (tree / "src" / odd).write_bytes(b"x")
+    env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")  # a UTF-8 locale's strict stdout
+    for argv, shown in ((["ls", "src"], b"\nb\xffd\n"), (["stat", f"src/{odd}"], b"/src/b%FFd\n")):
+        done = subprocess.run([sys.executable, "-m", "hpcbridge", *argv], capture_output=True, env=env, timeout=120)
+        assert done.returncode == 0 and shown in done.stdout, done
+    code, _, _ = run(capsys, "put", "-r", "src", f"file://{tree}/copy")
+    assert code == 0 and (tree / "copy" / odd).read_bytes() == b"x"
+    (tree / "co:lon").write_bytes(b"c")
+    code, out, _ = run(capsys, "ls", "co:lon")
+    assert code == 0 and out.split() == ["co:lon"]
+    code, _, err = run(capsys, "ls", "")
+    assert code == 1 and "No such file" in err
+    script = tree / "run.sh"
+    script.write_bytes(b"#!/bin/sh\n")
+    script.chmod(0o751)
+    for command, source, target in (("put", "run.sh", f"file://{tree}/put.sh"), ("get", f"file://{tree}/run.sh", "got.sh")):
+        code, _, _ = run(capsys, command, source, target)
+        assert code == 0 and (tree / target.rsplit("/", 1)[-1]).stat().st_mode & 0o777 == 0o751
+    code, _, err = run(capsys, "put", "run.sh", f"file://{tree}/run.sh/x")
+    assert code == 1 and "Not a directory" in err and f"{tree}/run.sh/x" in err and "partial" not in err

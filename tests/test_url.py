@@ -1,5 +1,6 @@
 """URL parsing: what hpcbridge accepts and the errors for what it refuses."""
 
+import os
 import pathlib
 
 import pytest
@@ -94,3 +95,12 @@ def test_format_url_quotes_as_urllib_does(path):
 
     path = "/" + path
     assert format_url("plfs+file", "", path) == "plfs+file://" + quote(path, safe="/,:@+=~!$&*;")
+
+
+def test_names_that_are_not_utf8_round_trip():
+    """os.fsdecode gives such names surrogate escapes: their bytes are quoted as they are."""
+    from hpcbridge.fs.url import format_url
+
+    path = "/data/" + os.fsdecode(b"b\xffd \xe9t\xe9")
+    url = format_url("file", "", path)
+    assert url == "file:///data/b%FFd%20%E9t%E9" and parse_url(url).path == path

@@ -72,8 +72,20 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 def cli_url(text: str) -> str:
     """A command-line location as a URL: text without a scheme is a local path, made absolute
-    (as ``put``/``get`` always took their local side), so ``hpcbridge ls data`` works like ``ls``."""
-    return text if _SCHEME.match(text) else os.path.abspath(text)
+    (as ``put``/``get`` always took their local side), so ``hpcbridge ls data`` works like ``ls``.
+    A ``name:`` prefix is a scheme only where hpcbridge knows it (``co:lon`` is a local name)."""
+    if not text:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", text)
+    match = _SCHEME.match(text)
+    if match and (text[match.end():].startswith("//") or _known_scheme(match.group(0)[:-1])):
+        return text
+    return os.path.abspath(text)
+
+
+def _known_scheme(name: str) -> bool:
+    from ..fs.registry import known_schemes
+
+    return name.lower() in known_schemes() or "+" in name
 
 
 class UsageError(Exception):
@@ -596,6 +608,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     console = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr) if console else ():
+        # File names that are not UTF-8 (surrogate escapes) are printed as their bytes, as ls does.
+        if hasattr(stream, "reconfigure") and stream.errors == "strict":
+            stream.reconfigure(errors="surrogateescape")
     parser = build_parser()
     # Known before parsing, so that usage errors are JSON too under --json.
     json_mode = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv

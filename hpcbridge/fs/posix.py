@@ -448,5 +448,11 @@ class PosixFileSystem(FileSystem):
         with _errors_named(self.url(p)):
             return sorted(os.listxattr(p))
 
+    def chmod(self, path, permission: int) -> None:
+        """Set the permission bits of a file or directory (as HDFS's ``chmod``)."""
+        p = self._path(path)
+        with _errors_named(self.url(p)):
+            os.chmod(p, permission & 0o7777)
+
     def local_path(self, path) -> str:
         return self._path(path)

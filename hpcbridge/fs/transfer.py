@@ -32,6 +32,9 @@ def _open_partial(dst_fs: FileSystem, partial: str, dst: str):
     except FileNotFoundError:
         parent = dst.rpartition("/")[0] or "/"
         raise dst_fs._error(errno.ENOENT, dst, f"its directory {dst_fs.url(parent)} does not exist") from None
+    except NotADirectoryError:
+        parent = dst.rpartition("/")[0] or "/"
+        raise dst_fs._error(errno.ENOTDIR, dst, f"{dst_fs.url(parent)} is not a directory") from None
 
 
 def copy_file(
@@ -91,6 +94,8 @@ def copy_file(
         if copied != info.size:  # the source ended early (it shrank, or is damaged): name it
             raise src_fs._error(errno.EIO, src, f"read {copied} of its {info.size} bytes; {dst_fs.url(dst)} "
                                                 "was left as it was")
+        if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
+            dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
         if not dst_fs.capabilities.rename_replaces and dst_fs.exists(dst):
             dst_fs.rm(dst)
         dst_fs.rename(partial, dst)

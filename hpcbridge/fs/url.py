@@ -127,7 +127,9 @@ def format_url(scheme: str, netloc: str, path: str) -> str:
     """Compose ``scheme://netloc/path``; the path is percent-encoded where needed."""
     if _NEEDS_QUOTING.search(path) is None:  # most paths: no ``quote`` (1.5 us; every listed entry has a URL)
         return f"{scheme}://{netloc}{path}"
-    return f"{scheme}://{netloc}{quote(path, safe='/,:@+=~!$&*;')}"
+    # File names that are not UTF-8 reach Python with surrogate escapes (os.fsdecode): their
+    # bytes are quoted as they are, and parse_url unquotes them back the same way.
+    return f"{scheme}://{netloc}{quote(path, safe='/,:@+=~!$&*;', errors='surrogateescape')}"
 
 
 def normalize_path(path: str, raw: str | None = None) -> str:
@@ -194,7 +196,7 @@ def parse_url(url: str | os.PathLike) -> URL:
     if "+" in scheme and _VOLUME_URL.search(path):
         raise InvalidURLError(f"{url!r}: in a list of volumes, the volumes after the first are paths on the same "
                               f"backing store (e.g. {scheme}://{netloc}/a/ckpt,/b/ckpt), not URLs")
-    path = normalize_path(unquote(path), url)
+    path = normalize_path(unquote(path, errors="surrogateescape"), url)
     if scheme == "file":
         if netloc not in ("", "localhost"):
             raise InvalidURLError(
