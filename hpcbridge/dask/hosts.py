@@ -16,8 +16,9 @@ __all__ = ["host_of_address", "host_matches", "placement_blocks"]
 
 
 def host_of_address(address: str) -> str:
-    """The host part of a Dask address (``tcp://127.0.0.2:40123`` -> ``127.0.0.2``)."""
-    rest = address.split("://", 1)[-1]
+    """The host part of a Dask address (``tcp://127.0.0.2:40123`` -> ``127.0.0.2``,
+    ``inproc://10.0.0.5/4630/4`` -> ``10.0.0.5``)."""
+    rest = address.split("://", 1)[-1].split("/", 1)[0]
     if rest.startswith("["):
         return rest[1:rest.index("]")]
     return rest.rsplit(":", 1)[0] if ":" in rest else rest
@@ -42,7 +43,19 @@ def _this_machine() -> tuple[frozenset[str], frozenset[str]]:
     addresses: set[str] = set()
     for name in names:
         addresses |= _addresses(name) - {name}
+    # The name may resolve to loopback only while workers listen on an interface's address.
+    addresses |= _interface_addresses()
     return frozenset(names), frozenset(addresses)
+
+
+def _interface_addresses() -> set[str]:
+    """The addresses of this machine's network interfaces (psutil, which ``distributed`` needs)."""
+    try:
+        import psutil
+    except ImportError:
+        return set()
+    return {a.address.split("%", 1)[0] for entries in psutil.net_if_addrs().values() for a in entries
+            if a.family in (socket.AF_INET, socket.AF_INET6)}
 
 
 def _is_local_address(host: str) -> bool:

@@ -144,9 +144,14 @@ def worker_host() -> tuple[str, object]:
 
 
 def _attribute(fs: FileSystem, path: str, ranges: list, worker_host: str, tally: dict) -> None:
-    for offset, length in ranges:
-        if length <= 0:
-            continue
+    # A record boundary's window is read again with the records: each byte counted once.
+    merged: list[list[int]] = []
+    for offset, length in sorted((o, n) for o, n in ranges if n > 0):
+        if merged and offset <= merged[-1][0] + merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
+        else:
+            merged.append([offset, length])
+    for offset, length in merged:
         for block in fs.block_locations(path, offset, length):
             local = next((h for h in block.hosts if host_matches(h, worker_host)), None)
             served_by = local or (block.hosts[0] if block.hosts else "unknown")

@@ -259,3 +259,35 @@ def test_report_sums_the_measurements_of_one_job():
     assert report.bytes_by_worker_host == {"127.0.0.2": 100, "127.0.0.3": 100}
     assert report.as_dict()["local_fraction"] == 0.45 and "45.0% local" in report.format()
     assert LocalityReport.from_events("none", events).local_fraction == 0.0
+
+
+def test_workers_on_this_machines_interface_addresses_are_local():
+    """Found by an audit: a worker listening on this machine's interface address (Dask's
+    default host, and inproc addresses) counted as remote where DNS knows the machine's name
+    only as loopback: locality fell back and reports said 0 % local."""
+    import socket
+
+    import psutil
+
+    from hpcbridge.dask.hosts import host_matches, host_of_address
+
+    assert host_of_address("inproc://10.1.2.3/4630/4") == "10.1.2.3"
+    assert host_of_address("tcp://[fe80::1]:8786") == "fe80::1" and host_of_address("tcp://h:1") == "h"
+    here = socket.gethostname()
+    for entries in psutil.net_if_addrs().values():
+        for a in entries:
+            if a.family == socket.AF_INET:
+                assert host_matches(here, a.address), a.address
+    assert not host_matches(here, "192.0.2.254") or "192.0.2.254" in {
+        a.address for entries in psutil.net_if_addrs().values() for a in entries}
+
+
+def test_read_report_counts_each_byte_a_task_reads_once(tmp_path):
+    """A record boundary's window was counted again when the task read its records."""
+    data = b"".join(b"%09d\n" % i for i in range(10_500))  # 105,000 bytes
+    (tmp_path / "r.txt").write_bytes(data)
+    bag = hd.read_blocks(f"file://{tmp_path}/r.txt", blocksize=10_000, locality=False)
+    assert b"".join(bag.compute(scheduler="sync")) == data
+    report = bag.report()
+    # Each cut is searched for twice, by the two tasks beside it (4 KiB windows): no more.
+    assert report.bytes_read <= len(data) + (bag.npartitions - 1) * 4096

@@ -3,6 +3,7 @@
 version-2 B-tree) with and without a user block, types HDF5 converts on read, array types,
 empty and null dataspaces, external links and external storage."""
 
+import os
 import time
 
 import numpy as np
@@ -198,3 +199,19 @@ def test_null_dataspace_external_link_and_external_storage_are_refused_by_name(t
     with pytest.raises(HDF5Error, match=f"'outside' of {url} stores its data in external files .*raw.bin"):
         hd.read_hdf5(url, "outside")
     np.testing.assert_array_equal(hd.read_hdf5(url, "x").compute(), np.arange(100.0, 105.0))
+
+
+def test_a_rewrite_keeping_size_and_mtime_is_read_anew(tmp_path):
+    """cp -p and rsync -a keep size and mtime: the cached plan of the old file (its data
+    address) was applied to the new one."""
+    path = tmp_path / "same.h5"
+    for order, value in ((("a", "b"), 1.0), (("b", "a"), 2.0)):
+        with h5py.File(path, "w") as f:
+            for name in order:
+                f.create_dataset(name, data=np.full(1000, value if name == "a" else -value))
+        if value == 1.0:
+            stamp = os.stat(path).st_mtime_ns
+            np.testing.assert_array_equal(hd.read_hdf5(f"file://{path}", "a").compute(), np.full(1000, 1.0))
+        else:
+            os.utime(path, ns=(stamp, stamp))  # as cp -p: the old mtime, the same size
+    np.testing.assert_array_equal(hd.read_hdf5(f"file://{path}", "a").compute(), np.full(1000, 2.0))
