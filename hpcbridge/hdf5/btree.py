@@ -316,8 +316,9 @@ def _little_endian(table: np.ndarray, start: int, width: int) -> np.ndarray:
 
 def read_index_h5py(dsid, shape: tuple[int, ...], chunk: tuple[int, ...], base: int = 0) -> ChunkIndex:
     """Any chunk index, through ``h5py``'s ``get_chunk_info_by_coord`` for each chunk of the grid
-    (one lookup per chunk: linear, but slower than :func:`read_btree_index`); ``base``: the
-    file's base address (its user block), which HDF5 1.10 leaves out of the addresses it reports."""
+    (one lookup per chunk, which HDF5 1.10 answers by walking the index: quadratic; only
+    version-2 B-trees come here); ``base``: the file's base address (its user block), which
+    HDF5 1.10 leaves out of the addresses it reports."""
     grid = [range(0, n, c) for n, c in zip(shape, chunk)]
     rows = []
     for coords in np.stack(np.meshgrid(*[np.asarray(g) for g in grid], indexing="ij"), -1).reshape(-1, len(shape)):
