@@ -131,7 +131,9 @@ def test_append_right_after_close_leaves_no_stale_replica(hdfs_cluster, hdfs, hd
     """hdfs-native appends through the replicas the NameNode lists, without a new generation
     stamp: right after a close (before every DataNode reported), a replica missed the appended
     bytes and stayed counted live (3 of 20 files on the testbed). Every replica on the
-    DataNodes' disks must be as long as the NameNode's block."""
+    DataNodes' disks that carries the block's current generation stamp (its ``.meta`` file's
+    name) must be as long as the NameNode's block; one with an older stamp is known stale to
+    HDFS (the Java client's append bumps the stamp) and is deleted by it in its own time."""
     import glob
     import re
     import urllib.request
@@ -146,9 +148,10 @@ def test_append_right_after_close_leaves_no_stale_replica(hdfs_cluster, hdfs, hd
         assert hdfs.read_bytes(path) == b"a" + b"b" * (1 << 20)
         fsck = urllib.request.urlopen(f"http://127.0.0.1:{info.http_port}/fsck?ugi=root&path={path}&files=1&blocks=1",
                                       timeout=30).read().decode()
-        for block, length in re.findall(r"(blk_\d+)_\d+ len=(\d+)", fsck):
+        for block, stamp, length in re.findall(r"(blk_\d+)_(\d+) len=(\d+)", fsck):
             for replica in glob.glob(f"{info.base_dir}/data-*/current/*/current/finalized/**/{block}", recursive=True):
-                if os.path.getsize(replica) != int(length):
+                current = os.path.exists(f"{replica}_{stamp}.meta")
+                if current and os.path.getsize(replica) != int(length):
                     stale.append((path, replica, os.path.getsize(replica), int(length)))
     assert not stale
 
