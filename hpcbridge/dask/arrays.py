@@ -29,7 +29,7 @@ import numpy as np
 
 from ..fs.api import url_to_fs
 from ..hdf5 import ChunkIndex, describe
-from ..hdf5.dataset import contiguous_runs, file_version
+from ..hdf5.dataset import contiguous_runs
 from .arrayread import ArrayReadSpec, BlockSource, read_array_block, read_source_block
 from .hosts import placement_blocks
 from .partitions import Chunk, Partition
@@ -285,7 +285,7 @@ def read_hdf5(url: str, dataset: str, chunks=None, *, locality: bool = True, cli
                                                   storage_options=storage_options)
     job = job or uuid.uuid4().hex[:12]
     stat = fs.info(path)
-    name = "hdf5-" + tokenize(fs, path, file_version(fs, path, stat), dataset, chunks, job, memory_map)
+    name = "hdf5-" + tokenize(fs, path, fs.version(path), dataset, chunks, job, memory_map)
     keys = list(blocks)
     partitions = []
     for i, blk in enumerate(keys):

@@ -94,7 +94,7 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     fs, paths, fmt, partitions = plan(url_or_glob, blocksize, partition_size, delimiter, record_size,
                                       storage_options)
     job = job or uuid.uuid4().hex[:12]
-    versions = [(p, fs.info(p).size, fs.info(p).mtime) for p in paths]
+    versions = [(p, fs.version(p)) for p in paths]
     name = "hpcbridge-read-" + tokenize(fs, versions, fmt, partitions, job)
     label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
     placement: dict[int, list[str]] = {}

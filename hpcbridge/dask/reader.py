@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..fs.base import FileSystem
+from ..fs.ranges import merge_ranges
 from .hosts import host_matches, host_of_address
 from .partitions import Chunk, Partition, RecordFormat
 
@@ -145,13 +146,8 @@ def worker_host() -> tuple[str, object]:
 
 def _attribute(fs: FileSystem, path: str, ranges: list, worker_host: str, tally: dict) -> None:
     # A record boundary's window is read again with the records: each byte counted once.
-    merged: list[list[int]] = []
-    for offset, length in sorted((o, n) for o, n in ranges if n > 0):
-        if merged and offset <= merged[-1][0] + merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
-        else:
-            merged.append([offset, length])
-    for offset, length in merged:
+    starts, lengths = merge_ranges([o for o, _ in ranges], [n for _, n in ranges])
+    for offset, length in zip(starts.tolist(), lengths.tolist()):
         for block in fs.block_locations(path, offset, length):
             local = next((h for h in block.hosts if host_matches(h, worker_host)), None)
             served_by = local or (block.hosts[0] if block.hosts else "unknown")

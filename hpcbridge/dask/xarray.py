@@ -48,9 +48,9 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         files without NetCDF dimensions).
 
     Variables of fixed-size numeric types are Dask arrays; variable-length strings are read at
-    once (xarray's own reader), as are variables whose stored form is not the array xarray
-    shows (HDF5 array types); character arrays keep their character axis in one block (CF
-    decoding joins it into strings).
+    once (xarray's own reader); character arrays keep their character axis in one block (CF
+    decoding joins it into strings); variables of an HDF5 array type raise HDF5Error (no
+    NetCDF dimensions for their axes: :func:`~hpcbridge.dask.read_hdf5` reads them).
     """
     import xarray as xr
 

@@ -197,6 +197,13 @@ class FileSystem(abc.ABC):
         """Metadata of a file or directory (size, type, mtime, mode, owner, replication, block size)."""
         return self._info(self._path(path))
 
+    def version(self, path) -> tuple:
+        """What tells one version of a file from another, for caches of what was read from it:
+        its size and mtime here; backends that know more add it (POSIX: device, inode and
+        change time, which a rewrite keeping size and mtime, ``cp -p`` or ``rsync -a``, changes)."""
+        info = self.info(path)
+        return (info.size, info.mtime)
+
     def exists(self, path) -> bool:
         """Whether ``path`` exists."""
         try:

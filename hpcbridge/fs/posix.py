@@ -373,6 +373,13 @@ class PosixFileSystem(FileSystem):
         with _errors_named(self.url(path)):
             return self._stat_to_info(path, os.stat(path))
 
+    def version(self, path) -> tuple:
+        """Size, mtime, device, inode and change time, from one ``stat``."""
+        p = self._path(path)
+        with _errors_named(self.url(p)):
+            st = os.stat(p)
+        return (st.st_size, st.st_mtime, st.st_dev, st.st_ino, st.st_ctime_ns)
+
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         prefix = path.rstrip("/")
         with _errors_named(self.url(path)):

@@ -13,10 +13,8 @@ It returns the byte ranges it read, for the locality report.
 
 from __future__ import annotations
 
-import io
 import logging
 import math
-import os
 import posixpath
 import threading
 from collections import OrderedDict
@@ -31,8 +29,7 @@ from .errors import DatasetNotFoundError, HDF5Error, HDF5FormatError, NotHDF5Err
 from .filters import Filter, check_pipeline, decode
 from .layout import CHUNKED, COMPACT, CONTIGUOUS, read_layout, read_superblock
 
-__all__ = ["DatasetInfo", "describe", "file_version", "read_region", "chunk_ranges", "contiguous_runs", "open_cached",
-           "require_h5py"]
+__all__ = ["DatasetInfo", "describe", "read_region", "chunk_ranges", "contiguous_runs", "open_cached", "require_h5py"]
 
 #: Coalesce adjacent stored chunks into reads of at most this many bytes.
 MAX_RUN = 64 << 20
@@ -175,20 +172,9 @@ def _names(h5) -> list[str]:
     return out
 
 
-def file_version(fs, path: str, info) -> tuple:
-    """What tells one version of a file from another: size and mtime, and for a local file its
-    inode and change time (a rewrite that keeps size and mtime, ``cp -p`` or ``rsync -a``,
-    changes them)."""
-    try:
-        st = os.stat(fs.local_path(path))
-    except (io.UnsupportedOperation, OSError):
-        return (info.size, info.mtime)
-    return (info.size, info.mtime, st.st_dev, st.st_ino, st.st_ctime_ns)
-
-
 def describe(fs, path: str, dataset: str) -> tuple[DatasetInfo, ChunkIndex | None]:
     """``(info, chunk index or None)`` of ``dataset`` in file ``path`` of ``fs``, cached per
-    file version (:func:`file_version`).
+    file version (``fs.version``: size, mtime and, for local files, inode and change time).
 
     Raises :class:`NotHDF5Error`, :class:`DatasetNotFoundError` (naming the datasets that exist)
     or :class:`HDF5Error`, all naming the URL; FileNotFoundError for a missing file.
@@ -197,7 +183,7 @@ def describe(fs, path: str, dataset: str) -> tuple[DatasetInfo, ChunkIndex | Non
     stat = fs.info(path)
     if stat.is_dir:
         raise IsADirectoryError(f"{url} is a directory, not an HDF5 file")
-    key = (fs, path, file_version(fs, path, stat), dataset)
+    key = (fs, path, fs.version(path), dataset)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
