@@ -79,12 +79,21 @@ def test_block_locations_after_a_same_size_rewrite_within_a_second(hdfs, hdfs_ro
     path = f"{hdfs_root}/rewritten.bin"
     url = (f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}"
            f"?op=GETFILEBLOCKLOCATIONS&offset=0&length={4 * MiB}")
+
+    def theirs():
+        blocks = json.loads(urllib.request.urlopen(url, timeout=30).read())["BlockLocations"]["BlockLocation"]
+        return [(b["offset"], b["length"], sorted(b["hosts"])) for b in blocks]
+
     for round_ in range(3):
         with hdfs.create(path, block_size=MiB, replication=2) as f:
             f.write(bytes([round_]) * (4 * MiB))
+        # The NameNode learns of the second replicas shortly after close; compare once it knows
+        # them all, so both answers describe the same moment (what this test checks is the rewrite).
+        deadline = time.monotonic() + 30
+        while not all(len(hosts) == 2 for _, _, hosts in theirs()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         ours = [(b.offset, b.length, sorted(b.hosts)) for b in hdfs.block_locations(path)]
-        theirs = json.loads(urllib.request.urlopen(url, timeout=30).read())["BlockLocations"]["BlockLocation"]
-        assert ours == [(b["offset"], b["length"], sorted(b["hosts"])) for b in theirs]
+        assert ours == theirs()
 
 
 def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
