@@ -39,6 +39,9 @@ VOCABULARY = np.random.default_rng(2026).integers(ord("a"), ord("z") + 1, (256, 
 _WORDS_PER_RECORD = 11
 _CHECKSUM_WEIGHTS = np.random.default_rng(7).integers(1, 2**63, RECORD_SIZE // 4, dtype=np.uint64) | np.uint64(1)
 _GEN_CHUNK = 1 << 17  # records generated per numpy batch (12.5 MiB)
+# Hadoop's WordCount splits with java.util.StringTokenizer's default delimiters " \t\n\r\f";
+# bytes.split() also splits at \v, so text holding one is tokenized with this instead.
+_HADOOP_TOKEN = re.compile(rb"[^ \t\n\r\f]+")
 
 
 @dataclass
@@ -247,7 +250,7 @@ def _count_words(blocks, word: bytes | None) -> Counter:
     regex = re.compile(word) if word else None
     for data in blocks:
         if regex is None:
-            counts.update(data.split())
+            counts.update(data.split() if b"\x0b" not in data else _HADOOP_TOKEN.findall(data))
         elif regex.groups:  # findall would give the groups: count whole matches
             counts.update(m.group(0) for m in regex.finditer(data))
         else:
@@ -265,8 +268,10 @@ def _merge_counts(counters) -> Counter:
 def wordcount(url: str, *, word: bytes | str | None = None, client=None, locality: bool = True,
               balance: float | None = DEFAULT_BALANCE, blocksize: int | None = None, partition_size: int | None = None,
               storage_options: dict | None = None, job: str | None = None) -> JobResult:
-    """Count words: whitespace-separated tokens (Hadoop's WordCount), or the matches of regular
-    expression ``word``. The value is a ``Counter`` of ``bytes`` words."""
+    """Count words: tokens between the delimiters of Hadoop's WordCount (``java.util.StringTokenizer``'s
+    space, tab, newline, carriage return and form feed; not vertical tab), or the matches of regular
+    expression ``word``. The value is a ``Counter`` of ``bytes`` words. Bytes that are not UTF-8
+    are counted as they are (Hadoop's ``Text.toString`` would replace them with U+FFFD)."""
     word = None if word is None else _checked_regex(word, "word")
     started = time.perf_counter()
     bag = read_blocks(url, locality=locality, balance=balance, client=client, blocksize=blocksize,

@@ -291,3 +291,61 @@ def test_read_report_counts_each_byte_a_task_reads_once(tmp_path):
     report = bag.report()
     # Each cut is searched for twice, by the two tasks beside it (4 KiB windows): no more.
     assert report.bytes_read <= len(data) + (bag.npartitions - 1) * 4096
+
+
+_HADOOP_WORDCOUNT_MAP = """
+import java.io.FileInputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.StringTokenizer;
+import java.util.TreeMap;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.util.LineReader;
+
+public class WordCountMap {
+    public static void main(String[] args) throws Exception {
+        TreeMap<String, Integer> counts = new TreeMap<>();
+        try (FileInputStream in = new FileInputStream(args[0])) {
+            LineReader lines = new LineReader(in);
+            Text line = new Text();
+            while (lines.readLine(line) > 0) {
+                StringTokenizer tokens = new StringTokenizer(line.toString());  // WordCount's mapper
+                while (tokens.hasMoreTokens()) counts.merge(tokens.nextToken(), 1, Integer::sum);
+            }
+        }
+        StringBuilder out = new StringBuilder();
+        for (var e : counts.entrySet()) {
+            for (byte b : e.getKey().getBytes(StandardCharsets.UTF_8)) out.append(String.format("%02x", b));
+            out.append(' ').append(e.getValue()).append('\\n');
+        }
+        System.out.print(out);
+    }
+}
+"""
+
+
+def test_wordcount_tokens_are_hadoop_wordcounts(tmp_path):
+    """Oracle: Hadoop WordCount's map (hadoop-common's LineReader and Text, StringTokenizer) run
+    by the JVM over the same file. bytes.split() also split at a vertical tab."""
+    import shutil
+    from collections import Counter
+
+    from hpcbridge.testbed.hadoop import ensure_hadoop
+
+    if shutil.which("java") is None:
+        pytest.skip("no java: make test installs the JDK")
+    lib = ensure_hadoop() / "lib"
+    rng = np.random.default_rng(3)
+    pieces = [b"alpha", b"b\xc3\xa9ta", b"\xe2\x82\xac", b"x\x0by", b"a\xc2\xa0b", b"q\x1cr", b"\x00z",
+              b" ", b"\t", b"\n", b"\r", b"\r\n", b"\f", b"\x0b", b"  \n\n"]
+    data = b"".join(pieces[i] for i in rng.integers(0, len(pieces), 4000)) + b"tail"
+    path = tmp_path / "words.txt"
+    path.write_bytes(data)
+    (tmp_path / "WordCountMap.java").write_text(_HADOOP_WORDCOUNT_MAP)
+    run = subprocess.run(["java", "-cp", f"{lib}/*", str(tmp_path / "WordCountMap.java"), str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    hadoop = Counter({bytes.fromhex(word): int(n) for word, n in (line.split() for line in run.stdout.splitlines())})
+    assert hadoop[b"x\x0by"] > 0  # the case that differed
+    url = f"file://{path}"
+    for blocksize in (97, 1 << 20):
+        assert hd.wordcount(url, blocksize=blocksize, locality=False).value == hadoop
