@@ -8,6 +8,7 @@ places each read task on the workers of the hosts storing its bytes
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import dask
@@ -109,10 +110,13 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     return bag
 
 
-def _lines(blocks: list, delimiter: bytes, encoding: str) -> list:
+def _lines(blocks: list, delimiter: bytes | None, encoding: str, errors: str) -> list:
     out: list = []
     for data in blocks:
-        text = data.decode(encoding)
+        text = data.decode(encoding, errors)
+        if delimiter is None:  # universal newlines, as dask.bag.read_text's default
+            out.extend(io.StringIO(text, newline=None))
+            continue
         sep = delimiter.decode(encoding)
         parts = text.split(sep)
         if parts and parts[-1] == "":
@@ -132,13 +136,18 @@ def _records(blocks: list, record_size: int) -> list:
     return out
 
 
-def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes = b"\n", **kwargs) -> db.Bag:
-    """A bag of text lines (each ending with its delimiter, as ``dask.bag.read_text``).
+def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes | None = None, errors: str = "strict",
+              **kwargs) -> db.Bag:
+    """A bag of text lines, as ``dask.bag.read_text``: by default universal newlines (a line ends
+    at ``\n``, ``\r\n`` or ``\r`` and is given ending with ``\n``); with ``delimiter`` lines
+    end only there and keep it (dask's ``linedelimiter``). ``errors`` is the decoding's.
 
     Takes the options of :func:`read_blocks`; the bag's ``job`` attribute names its report.
     """
-    blocks = read_blocks(url_or_glob, delimiter=delimiter, **kwargs)
-    bag = blocks.map_partitions(_lines, delimiter, encoding)
+    if delimiter is not None and not (isinstance(delimiter, bytes) and delimiter):
+        raise ValueError(f"delimiter must be non-empty bytes or None for {url_or_glob}, got {delimiter!r}")
+    blocks = read_blocks(url_or_glob, delimiter=delimiter or b"\n", **kwargs)
+    bag = blocks.map_partitions(_lines, delimiter, encoding, errors)
     bag.job = blocks.job
     return bag
 

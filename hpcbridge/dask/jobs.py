@@ -170,20 +170,25 @@ def _checked_regex(pattern: bytes | str, what: str) -> bytes:
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
     """``[matches, records, bytes, byte sum]`` of whole records (``blocks``: one bytes per file).
 
-    Matches are counted as Hadoop's grep counts them, per record: with newline records ``^`` and
-    ``$`` anchor at line starts and ends (``re.MULTILINE``), and the search stops before the last
+    Matches are counted as Hadoop's grep counts them, per record: with newline records (lines end
+    at ``\n``, ``\r\n`` or a lone ``\r``, as Hadoop's LineReader ends them) ``^`` and ``$``
+    anchor at line starts and ends (``re.MULTILINE``), and the search stops before the last
     record's delimiter, so a pattern that matches the empty string finds as many matches however
     the file is partitioned (no extra match after the final delimiter, none in a partition that
     holds no record)."""
-    regex = re.compile(pattern, re.MULTILINE if delimiter == b"\n" else 0)
+    lines = delimiter == b"\n"
+    regex = re.compile(pattern, re.MULTILINE if lines else 0)
     stats = np.zeros(4, dtype=np.int64)
-    for data in blocks:
-        if not data:
+    for raw in blocks:
+        if not raw:
             continue
+        # Lines end as Hadoop's LineReader ends them: at \n, \r\n or a lone \r (so ``$`` matches
+        # before a CRLF). Partitions end after a \n, so a CRLF is never cut.
+        data = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if lines and b"\r" in raw else raw
         terminated = data.endswith(delimiter)
         searched = memoryview(data)[:len(data) - len(delimiter)] if terminated else data
-        stats += (len(regex.findall(searched)), data.count(delimiter) + (not terminated), len(data),
-                  int(np.frombuffer(data, dtype=np.uint8).sum(dtype=np.int64)))
+        stats += (len(regex.findall(searched)), data.count(delimiter) + (not terminated), len(raw),
+                  int(np.frombuffer(raw, dtype=np.uint8).sum(dtype=np.int64)))
     return [stats]
 
 

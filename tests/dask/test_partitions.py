@@ -323,28 +323,102 @@ public class WordCountMap {
 """
 
 
-def test_wordcount_tokens_are_hadoop_wordcounts(tmp_path):
-    """Oracle: Hadoop WordCount's map (hadoop-common's LineReader and Text, StringTokenizer) run
-    by the JVM over the same file. bytes.split() also split at a vertical tab."""
+_HADOOP_GREP_MAP = """
+import java.io.FileInputStream;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.util.LineReader;
+
+public class GrepMap {
+    public static void main(String[] args) throws Exception {
+        long matches = 0, records = 0;
+        Pattern pattern = Pattern.compile(args[1]);
+        try (FileInputStream in = new FileInputStream(args[0])) {
+            LineReader lines = new LineReader(in);
+            Text line = new Text();
+            while (lines.readLine(line) > 0) {
+                records++;
+                Matcher m = pattern.matcher(line.toString());  // RegexMapper: every find() of a line
+                while (m.find()) matches++;
+            }
+        }
+        System.out.println(matches + " " + records);
+    }
+}
+"""
+
+
+def _run_java(tmp_path, source: str, name: str, *args) -> str:
     import shutil
-    from collections import Counter
 
     from hpcbridge.testbed.hadoop import ensure_hadoop
 
     if shutil.which("java") is None:
         pytest.skip("no java: make test installs the JDK")
-    lib = ensure_hadoop() / "lib"
+    (tmp_path / f"{name}.java").write_text(source)
+    run = subprocess.run(["java", "-cp", f"{ensure_hadoop() / 'lib'}/*", str(tmp_path / f"{name}.java"), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout
+
+
+def test_grep_lines_are_hadoop_linereader_lines(tmp_path):
+    """Oracle: Hadoop grep's map (hadoop-common's LineReader, java.util.regex per line) run by the
+    JVM. Lines end at \\n, \\r\\n or a lone \\r: ``$`` before a CRLF matched only there."""
+    rng = np.random.default_rng(5)
+    pieces = [b"ab", b"b", b"a", b"\n", b"\r\n", b"\r", b"x", b" ", b"\n\n"]
+    data = b"".join(pieces[i] for i in rng.integers(0, len(pieces), 3000)) + b"ab\r"
+    path = tmp_path / "lines.txt"
+    path.write_bytes(data)
+    url = f"file://{path}"
+    for pattern in ("b$", "^a", "a|b", "^$", "x*"):
+        matches, records = map(int, _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), pattern).split())
+        for blocksize in (64, 1 << 20):
+            value = hd.grep(url, pattern, blocksize=blocksize, locality=False).value
+            assert (value["matches"], value["records"]) == (matches, records), (pattern, blocksize)
+        assert grep_serial(url, pattern, chunk=100)["matches"] == matches
+
+
+def test_read_text_lines_are_dask_read_text_lines(tmp_path):
+    """Oracle: dask.bag.read_text, universal newlines by default; with a delimiter, dask's
+    ``linedelimiter``."""
+    import dask.bag as db
+
+    rng = np.random.default_rng(6)
+    pieces = ["a", "b\r\n", "\n", "\u00e9", "\r", "x y\n", "\u2028", "\x85", "\x0c", "z"]
+    for k in range(3):
+        text = "".join(pieces[i] for i in rng.integers(0, len(pieces), 2000))
+        (tmp_path / f"f{k}.txt").write_bytes(text.encode())
+    glob = str(tmp_path / "*.txt")
+    stock = db.read_text(glob, encoding="utf-8").compute(scheduler="sync")
+    stock_lf = db.read_text(glob, encoding="utf-8", linedelimiter="\n").compute(scheduler="sync")
+    assert stock != stock_lf  # the CRs make the two differ
+    for blocksize in (128, None):
+        assert hd.read_text(f"file://{glob}", blocksize=blocksize).compute(scheduler="sync") == stock
+        assert hd.read_text(f"file://{glob}", delimiter=b"\n", blocksize=blocksize).compute(scheduler="sync") == stock_lf
+    (tmp_path / "bad.txt").write_bytes(b"ok\n\xff\n")
+    with pytest.raises(UnicodeDecodeError):
+        hd.read_text(f"file://{tmp_path}/bad.txt").compute(scheduler="sync")
+    assert hd.read_text(f"file://{tmp_path}/bad.txt", errors="replace").compute(scheduler="sync") == \
+        db.read_text(str(tmp_path / "bad.txt"), encoding="utf-8", errors="replace").compute(scheduler="sync")
+    with pytest.raises(ValueError, match="delimiter"):
+        hd.read_text(f"file://{glob}", delimiter=b"")
+
+
+def test_wordcount_tokens_are_hadoop_wordcounts(tmp_path):
+    """Oracle: Hadoop WordCount's map (hadoop-common's LineReader and Text, StringTokenizer) run
+    by the JVM over the same file. bytes.split() also split at a vertical tab."""
+    from collections import Counter
+
     rng = np.random.default_rng(3)
     pieces = [b"alpha", b"b\xc3\xa9ta", b"\xe2\x82\xac", b"x\x0by", b"a\xc2\xa0b", b"q\x1cr", b"\x00z",
               b" ", b"\t", b"\n", b"\r", b"\r\n", b"\f", b"\x0b", b"  \n\n"]
     data = b"".join(pieces[i] for i in rng.integers(0, len(pieces), 4000)) + b"tail"
     path = tmp_path / "words.txt"
     path.write_bytes(data)
-    (tmp_path / "WordCountMap.java").write_text(_HADOOP_WORDCOUNT_MAP)
-    run = subprocess.run(["java", "-cp", f"{lib}/*", str(tmp_path / "WordCountMap.java"), str(path)],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    hadoop = Counter({bytes.fromhex(word): int(n) for word, n in (line.split() for line in run.stdout.splitlines())})
+    out = _run_java(tmp_path, _HADOOP_WORDCOUNT_MAP, "WordCountMap", str(path))
+    hadoop = Counter({bytes.fromhex(word): int(n) for word, n in (line.split() for line in out.splitlines())})
     assert hadoop[b"x\x0by"] > 0  # the case that differed
     url = f"file://{path}"
     for blocksize in (97, 1 << 20):
