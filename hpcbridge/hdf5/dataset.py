@@ -61,7 +61,10 @@ class DatasetInfo:
     filters:
         The filter pipeline, in write order.
     fill:
-        The fill value (what unallocated chunks read as).
+        What unwritten elements read as, as h5py reads them: the fill value, zero where the
+        fill time is "never"; for an HDF5 array type the whole fill array (its last axes).
+    unfiltered_edges:
+        Partial edge chunks are stored unfiltered (``H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS``).
     values:
         The data of a compact or scalar dataset (read with h5py while describing it).
     """
@@ -76,6 +79,7 @@ class DatasetInfo:
     filters: tuple[Filter, ...] = ()
     fill: object = 0
     values: np.ndarray | None = None
+    unfiltered_edges: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -109,6 +113,28 @@ def _object_address(h5py, dsid) -> int:
     if token is None:
         raise HDF5Error("h5py reports no object address (HDF5 build not supported)")
     return int.from_bytes(bytes(token)[:8], "little")
+
+
+def _fill_value(h5py, obj, plist, dataset: str, url: str):
+    """What an unwritten element of ``obj`` reads as through h5py.
+
+    Where the fill time is "never", HDF5 leaves unwritten data alone and h5py's zeroed buffer
+    shows through: zeros. An HDF5 array type's fill is an array (h5py's ``fillvalue`` cannot
+    convert it): read from an unwritten dataset of the same type and creation properties in a
+    memory file, as h5py would read it.
+    """
+    dtype = obj.dtype
+    if plist.get_fill_time() == h5py.h5d.FILL_TIME_NEVER:
+        return np.zeros((), dtype.base)[()] if not dtype.shape else np.zeros(dtype.shape, dtype.base)
+    if not dtype.shape:
+        return obj.fillvalue
+    try:
+        with h5py.File(f"fill-{id(obj)}", "w", driver="core", backing_store=False) as probe:
+            dims = tuple(obj.chunks) if obj.chunks else (1,) * len(obj.shape)
+            h5py.h5d.create(probe.id, b"fill", obj.id.get_type(), h5py.h5s.create_simple(dims), dcpl=plist)
+            return np.asarray(probe["fill"][(0,) * len(dims)]).reshape(dtype.shape)
+    except Exception as exc:
+        raise HDF5Error(f"dataset {dataset!r} of {url}: its fill value ({dtype}) cannot be read: {exc}") from None
 
 
 def _refuse_external_links(h5py, h5, dataset: str, url: str, asked: str | None = None, depth: int = 0) -> str:
@@ -233,12 +259,12 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
                                       name.decode(errors="replace") if isinstance(name, bytes) else str(name)))
             check_pipeline(filters, url, dataset)
             shape = tuple(int(n) for n in obj.shape)
-            fill = obj.fillvalue
+            fill = _fill_value(h5py, obj, plist, dataset, url)
             # An HDF5 array type (h5py dtype ('<f4', (3,))): its dimensions are the array's last
             # axes, as numpy gives them; the bytes are the same, element by element.
             sub = dtype.shape
             if sub:
-                shape, dtype, fill = shape + sub, dtype.base, np.asarray(fill).reshape(-1)[0] if np.size(fill) else 0
+                shape, dtype = shape + sub, dtype.base
             layout = read_layout(f, _object_address(h5py, dsid) + sb.base, sb, url)
             common = dict(url=url, name=obj.name, shape=shape, dtype=dtype, filters=tuple(filters), fill=fill)
             converted = _converted_on_read(h5py, dsid.get_type())
@@ -280,7 +306,10 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
                 if sub:  # the array type's axes: one chunk spans them whole
                     chunk += sub
                     index.coords = np.concatenate([index.coords, np.zeros((len(index), len(sub)), np.int64)], axis=1)
-                return DatasetInfo(layout="chunked", chunk=chunk, **common), index
+                # Layout flag 0x01 (version 4): partial edge chunks skip the filters, whatever
+                # their filter mask says.
+                edges = layout.version >= 4 and bool(layout.flags & 1) and bool(filters)
+                return DatasetInfo(layout="chunked", chunk=chunk, unfiltered_edges=edges, **common), index
             raise HDF5Error(f"dataset {dataset!r} of {url} has a virtual or unknown layout "
                             f"(class {layout.layout_class}); hpcbridge reads contiguous, chunked and compact ones")
     finally:
@@ -310,9 +339,17 @@ def contiguous_runs(info: DatasetInfo, region) -> tuple[np.ndarray, int]:
     return base + offsets, run
 
 
+def _fill(info: DatasetInfo, region) -> object:
+    """The fill of ``region``: a scalar, or the part of an array type's fill array it covers."""
+    fill = info.fill
+    if np.ndim(fill) == 0:
+        return fill
+    return fill[tuple(slice(a, b) for a, b in region[len(region) - np.ndim(fill):])]
+
+
 def _read_contiguous(f, info: DatasetInfo, region, out: np.ndarray) -> list:
     if info.address is None:
-        out[...] = info.fill
+        out[...] = _fill(info, region)
         return []
     starts, run = contiguous_runs(info, region)
     flat = out.reshape(-1).view(np.uint8)
@@ -369,7 +406,7 @@ def _read_chunked(f, info: DatasetInfo, index: ChunkIndex, region, out: np.ndarr
             raise HDF5FormatError(f"{info.url}: chunk at {int(index.address[0])} of {info.name!r} is short")
         return [(int(index.address[0]), nbytes)]
     if len(index) < expected:
-        out[...] = info.fill
+        out[...] = _fill(info, region)
     for start, length, members in chunk_ranges(index):
         buf = bytearray(length)
         got = f.preadinto(buf, start)
@@ -382,13 +419,13 @@ def _read_chunked(f, info: DatasetInfo, index: ChunkIndex, region, out: np.ndarr
             n = int(index.size[i])
             data = view[at - start:at - start + n]
             at += n
-            if info.filters:
+            c0 = index.coords[i]
+            if info.filters and not (info.unfiltered_edges and np.any(c0 + csize > shape)):
                 data = decode(data, info.filters, int(index.mask[i]), info.url, info.name, int(index.address[i]))
             if len(data) < nbytes:
                 raise HDF5FormatError(f"{info.url}: chunk at {int(index.address[i])} of {info.name!r} decodes to "
                                       f"{len(data)} bytes, expected {nbytes}")
             values = np.frombuffer(data, dtype=info.dtype, count=math.prod(chunk)).reshape(chunk)
-            c0 = index.coords[i]
             a = np.maximum(c0, lo)
             b = np.minimum(np.minimum(c0 + csize, shape), hi)
             if np.any(b <= a):
