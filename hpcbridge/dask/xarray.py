@@ -55,16 +55,18 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     import xarray as xr
 
     from .arrays import read_hdf5
+    from .xarray_backend import for_h5netcdf
 
     fs, path = url_to_fs(url, **(storage_options or {}))
     job = job or uuid.uuid4().hex[:12]
     prefix = "/" + group.strip("/") + "/" if group and group.strip("/") else "/"
     decoding = decode.pop("decode_cf", True)
-    engine_options = {"phony_dims": decode.pop("phony_dims")} if "phony_dims" in decode else {}
+    engine_options = {k: decode.pop(k) for k in ("phony_dims", "drop_variables") if k in decode}
     with open_cached(fs, path) as f:
         read_superblock(f, url)  # NotHDF5Error naming the URL (NetCDF-3 classic files included)
         try:
-            raw = xr.open_dataset(f, engine="h5netcdf", group=group, decode_cf=False, cache=False, **engine_options)
+            raw = xr.open_dataset(for_h5netcdf(f), engine="h5netcdf", group=group, decode_cf=False, cache=False,
+                                  **engine_options)
         except (OSError, ValueError) as exc:
             if group and "not found" in str(exc).lower():
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
@@ -90,9 +92,29 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     # Booleans are stored as int8; xarray's BooleanCoder, which runs even without
                     # CF decoding, moved their marker (attribute dtype="bool") out of attrs.
                     data = data.astype(bool)
+                if data.shape != var.shape:
+                    # A variable of an unlimited dimension written shorter than the dimension
+                    # (NetCDF-4 grows only the variables written): h5netcdf pads it at the end
+                    # with the HDF5 fill value.
+                    data = _padded(data, var.shape, f, prefix + name, url)
                 if var.dtype == "S1" and len(data.chunks[-1]) > 1:
                     data = data.rechunk({data.ndim - 1: -1})  # characters of one string together
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
     ds.attrs["hpcbridge_job"] = job
     return xr.decode_cf(ds, **decode) if decoding else ds
+
+
+def _padded(data, shape: tuple, f, dataset: str, url: str):
+    """``data`` padded at the end of each axis to ``shape`` with the dataset's HDF5 fill value,
+    as h5netcdf pads it (``Variable._get_padding``)."""
+    import dask.array as da
+    import h5py
+
+    if len(shape) != data.ndim or any(have > want for have, want in zip(data.shape, shape)):
+        raise HDF5Error(f"variable {dataset!r} of {url} has shape {data.shape} in HDF5, which does not fit "
+                        f"its NetCDF dimensions {shape}")
+    with h5py.File(f, "r") as h5:
+        fill = data.dtype.type(h5[dataset].fillvalue)
+    return da.pad(data, [(0, want - have) for have, want in zip(data.shape, shape)], mode="constant",
+                  constant_values=fill)

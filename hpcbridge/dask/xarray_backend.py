@@ -26,6 +26,7 @@ import re
 from xarray.backends import BackendEntrypoint
 
 from ..hdf5.cache import BlockCacheFile
+from ..hdf5.layout import SIGNATURE
 
 __all__ = ["HpcbridgeBackendEntrypoint", "HpcbridgeFile", "claims", "restore_url"]
 
@@ -99,6 +100,29 @@ class HpcbridgeFile(BlockCacheFile):
         return type(self).open, (self.url, self._options)
 
 
+class _NotIOBase:
+    """A file object that xarray does not take for an ``io.IOBase``: xarray's h5netcdf engine
+    looks for the HDF5 signature at offset 0 of those, where a file with a user block (valid
+    HDF5, its superblock at 512, 1024, ...) holds the user's bytes. h5py finds the superblock."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, f):
+        self._file = f
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __reduce__(self):
+        return type(self), (self._file,)
+
+
+def for_h5netcdf(f):
+    """``f`` as xarray's h5netcdf engine must be given it: itself, or wrapped where a user block
+    comes before the superblock (see :class:`_NotIOBase`)."""
+    return f if f.pread(8, 0) == SIGNATURE else _NotIOBase(f)
+
+
 class _Closer:
     """Closes a dataset's store, then its file. Pickled, it closes the store only: the copy's
     store opens the file again (see :class:`HpcbridgeFile`), and the file object closes with it."""
@@ -116,6 +140,11 @@ class _Closer:
 
     def __reduce__(self):
         return type(self), (self._close,)
+
+
+#: open_dataset's keywords that xarray.decode_cf takes (the rest go to the h5netcdf engine).
+_DECODING = ("mask_and_scale", "decode_times", "concat_characters", "decode_coords", "use_cftime",
+             "decode_timedelta")
 
 
 class HpcbridgeBackendEntrypoint(BackendEntrypoint):
@@ -168,8 +197,13 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
 
         f = self._open(filename_or_obj, storage_options)
         url = f.url
+        # CF decoding after the file is open, so that its errors (an unknown calendar...) are
+        # not reported as a file that cannot be opened; xarray.decode_cf decodes as the
+        # engine would.
+        decoding = {k: kwargs.pop(k) for k in _DECODING if k in kwargs}
         try:
-            out = getattr(H5netcdfBackendEntrypoint(), method)(f, group=group, **kwargs)
+            out = getattr(H5netcdfBackendEntrypoint(), method)(
+                for_h5netcdf(f), group=group, **kwargs, **{k: False for k in decoding if k != "use_cftime"})
         except BaseException as exc:
             f.close()
             if isinstance(exc, (OSError, ValueError)) and not isinstance(exc, (HDF5Error, FileNotFoundError)):
@@ -177,10 +211,13 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
                     raise OSError(f"{url} has no group {group!r}: {exc}") from None
                 raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
             raise
+        import xarray as xr
+
         datasets = {"": out} if method == "open_dataset" else out
-        for ds in datasets.values():
+        for key, ds in datasets.items():
             ds.set_close(_Closer(ds._close, f))
             ds.encoding["source"] = url
+            datasets[key] = xr.decode_cf(ds, **decoding) if decoding else ds
         return datasets
 
     def open_dataset(self, filename_or_obj, *, mask_and_scale=True, decode_times=True, concat_characters=True,

@@ -16,7 +16,8 @@ from .errors import HDF5FormatError, NotHDF5Error
 
 __all__ = ["Superblock", "Layout", "read_superblock", "read_layout"]
 
-_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+#: The HDF5 format signature, at the start of the superblock.
+SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _LAYOUT, _CONTINUATION = 0x0008, 0x0010
 #: Layout classes.
 COMPACT, CONTIGUOUS, CHUNKED, VIRTUAL = 0, 1, 2, 3
@@ -80,7 +81,7 @@ def read_superblock(f, url: str) -> Superblock:
     at = 0
     while at + 16 <= size:
         head = f.pread(16, at)
-        if head[:8] == _SIGNATURE:
+        if head[:8] == SIGNATURE:
             version = head[8]
             if version in (0, 1):
                 return Superblock(at, version, head[13], head[14])

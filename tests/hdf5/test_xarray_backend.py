@@ -247,3 +247,65 @@ def test_chunks_compute_on_distributed_workers(dask_testbed, netcdf):
             np.testing.assert_allclose(float(total), float(expected(netcdf).tas.sum()), rtol=1e-12)
     finally:
         dask_testbed.fs().rm(root, recursive=True)
+
+
+def test_netcdf_files_h5netcdf_opens_open_alike(tmp_path):
+    """Oracle: xarray's h5netcdf engine on the local path. A variable written shorter than its
+    unlimited dimension is padded with its fill value (open_dataset failed); a file with a user
+    block opens (both entry points refused it); drop_variables is not read (an unreadable
+    dropped variable failed open_dataset); a CF decoding error is not reported as a file that
+    cannot be opened."""
+    import h5netcdf
+    import h5netcdf.legacyapi as legacy
+    import h5py
+
+    import hpcbridge.dask as hd
+
+    def both(path, **kw):
+        ours = hd.open_dataset(f"file://{path}", **kw)
+        assert ours.attrs.pop("hpcbridge_job")
+        return ours.load(), xr.open_dataset(f"file://{path}", engine="hpcbridge", **kw).load()
+
+    padded = tmp_path / "padded.nc"
+    with legacy.Dataset(padded, "w") as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        v = f.createVariable("v", "f4", ("time",), fill_value=-1.0)
+        w = f.createVariable("w", "f4", ("time",), fill_value=-2.0)
+        u = f.createVariable("u", "i2", ("time", "x"))
+        v[0:5], w[0:2], u[0:1, :] = np.arange(5, dtype="f4"), np.arange(2, dtype="f4"), 7  # only what is written grows
+    with h5py.File(padded) as f:
+        assert (f["v"].shape, f["w"].shape, f["u"].shape) == ((5,), (2,), (1, 3))
+    for kw in ({}, {"mask_and_scale": False}):
+        stock = xr.open_dataset(padded, engine="h5netcdf", **kw).load()
+        for ours in both(padded, **kw):
+            xr.testing.assert_identical(ours, stock)
+
+    userblock = tmp_path / "userblock.nc"
+    with h5py.File(userblock, "w", userblock_size=512) as f:
+        f.create_dataset("v", data=np.arange(4.0))
+    stock = xr.open_dataset(userblock, engine="h5netcdf", phony_dims="sort").load()
+    for ours in both(userblock, phony_dims="sort"):
+        xr.testing.assert_identical(ours, stock)
+    pickle.loads(pickle.dumps(xr.open_dataset(f"file://{userblock}", engine="hpcbridge", phony_dims="sort")))
+
+    dropped = tmp_path / "drop.nc"
+    with h5netcdf.File(dropped, "w") as f:
+        f.dimensions["x"] = 4
+        f.create_variable("good", ("x",), "f4", data=np.arange(4, dtype="f4"))
+        f.create_variable("lzf", ("x",), "f4", data=np.arange(4, dtype="f4"), compression="lzf")
+    stock = xr.open_dataset(dropped, engine="h5netcdf", drop_variables=["lzf"]).load()
+    for drop in (["lzf"], "lzf"):
+        for ours in both(dropped, drop_variables=drop):
+            xr.testing.assert_identical(ours, stock)
+
+    calendar = tmp_path / "calendar.nc"
+    with h5netcdf.File(calendar, "w") as f:
+        f.dimensions["time"] = 2
+        time = f.create_variable("time", ("time",), "f8", data=np.array([0.0, 59.0]))
+        time.attrs.update(units="days since 2000-01-01", calendar="noleap")
+    with pytest.raises(ValueError) as stock_error:
+        xr.open_dataset(calendar, engine="h5netcdf", use_cftime=False)
+    with pytest.raises(ValueError) as ours:
+        xr.open_dataset(f"file://{calendar}", engine="hpcbridge", use_cftime=False)
+    assert not isinstance(ours.value, HDF5Error) and str(ours.value) == str(stock_error.value)
