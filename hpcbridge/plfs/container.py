@@ -8,6 +8,7 @@ import json
 import math
 import os
 import posixpath
+import secrets
 import socket
 import time
 import uuid
@@ -16,8 +17,8 @@ import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
-from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir, marker_json,
-                     merged_generation, merged_name, parse_marker, volume_marker_json)
+from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir,
+                     index_log_name, marker_json, merged_generation, merged_name, parse_marker, volume_marker_json)
 
 __all__ = ["Container", "Damage", "PlfsCorruptionError", "MissingVolumesError", "named_error", "errors_named"]
 
@@ -285,10 +286,20 @@ class Container:
             time.sleep(0.05)
 
     def remove(self) -> None:
-        """Remove every part of the container on every volume."""
+        """Remove every part of the container on every volume.
+
+        Each part is first renamed out of the way (``.NAME.plfs-removed-HEX`` beside it), then
+        deleted: a crash during the delete leaves that hidden directory, never a container
+        with some of its logs gone (which would read as holes)."""
+        doomed = []
         for fs, path in self.volumes:
             if fs.exists(path):
-                fs.rm(path, recursive=True)
+                parent, name = posixpath.split(path)
+                hidden = posixpath.join(parent, f".{name}.plfs-removed-{secrets.token_hex(6)}")
+                fs.rename(path, hidden)
+                doomed.append((fs, hidden))
+        for fs, hidden in doomed:
+            fs.rm(hidden, recursive=True)
 
     # -- writers ------------------------------------------------------------------------------
     def index_logs(self, sizes: bool = False) -> list[tuple]:
@@ -499,7 +510,7 @@ class Container:
         unclosed = opened - set(closed)
         if unclosed:
             logs = [log for log in self.index_logs() if log[0] in unclosed]
-            records, _ = self.read_index_logs(logs, "skip", closed)
+            records, _ = self.read_index_logs(logs, "skip", closed, complete=False)
             if len(records):
                 last = records["sequence"] + records["count"].astype(np.uint64) - np.uint64(1)
                 highest = max(highest, int(last.max()))
@@ -507,13 +518,14 @@ class Container:
 
     # -- index ------------------------------------------------------------------------------------
     def read_index_logs(self, logs, on_corruption: str = "raise",
-                        closed: dict[int, dict] | None = None) -> tuple[np.ndarray, list[Damage]]:
+                        closed: dict[int, dict] | None = None, complete: bool = True) -> tuple[np.ndarray, list[Damage]]:
         """Read and check the given index logs: ``(valid records, damage found)``.
 
         A closed writer's log must hold exactly the records its metadata counts (``closed``:
         the summaries of :meth:`closed_writers`; read here when not given); a log cut short is
-        serious damage, not a shorter file. An unclosed writer's torn last record is the trace
-        of a crash and only reported.
+        serious damage, not a shorter file, and so is a missing one (``complete``: ``logs`` is
+        every index log of the container, so a closed writer with records must be among them).
+        An unclosed writer's torn last record is the trace of a crash and only reported.
 
         ``on_corruption="raise"`` raises PlfsCorruptionError naming the first seriously damaged
         log; ``"skip"`` drops damaged records and keeps everything else.
@@ -550,12 +562,27 @@ class Container:
             if summary is None and keep.any():
                 keep &= self._reached_data_log(writer, records, url, damage)
             parts.append(records[keep])
+        if complete:
+            damage.extend(self.missing_index_logs(logs, closed))
         serious = [d for d in damage if d[3]]
         if serious and on_corruption == "raise":
             raise PlfsCorruptionError(
                 errno.EIO, f"corrupt index: {serious[0].text()}; run `hpcbridge plfs check` "
                 f"or open with on_corruption='skip' to read the other writers' data", self.url)
         return (np.concatenate(parts) if parts else np.zeros(0, RECORD)), damage
+
+    def missing_index_logs(self, logs, closed: dict[int, dict]) -> list[Damage]:
+        """Serious damage for each closed writer whose metadata counts records but whose index
+        log is not among ``logs`` (every index log of the container): its data would read as
+        holes."""
+        present = {log[0] for log in logs}
+        damage = []
+        for writer, summary in sorted(closed.items()):
+            if writer not in present and (summary.get("records") or 0) > 0:
+                fs, hostdir = self.place(writer)
+                damage.append(Damage(fs.url(f"{hostdir}/{index_log_name(writer)}"), -1, "the index log is missing: its "
+                                     f"writer closed after writing {summary['records']} records"))
+        return damage
 
     def _reached_data_log(self, writer: int, records: np.ndarray, url: str, damage: list) -> np.ndarray:
         """Which records of an unclosed writer describe bytes its data log holds. A writer puts

@@ -98,10 +98,10 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     closed = container.closed_writers()
     if comm is not None and comm.size > 1:
         mine = logs[comm.rank::comm.size]
-        records, damage = container.read_index_logs(mine, "skip", closed)
+        records, damage = container.read_index_logs(mine, "skip", closed, complete=False)
         gathered = comm.allgather((records, damage))
         records = np.concatenate([g[0] for g in gathered])
-        damage = [d for g in gathered for d in g[1]]
+        damage = [d for g in gathered for d in g[1]] + container.missing_index_logs(logs, closed)
         serious = [d for d in damage if d[3]]
         if serious and on_corruption == "raise":
             raise PlfsCorruptionError(errno.EIO, f"corrupt index: {serious[0].text()}; run `hpcbridge plfs check` "

@@ -21,7 +21,11 @@ _RUN_FIELDS = ("logical", "length", "physical", "stride", "count", "writer")
 
 
 def _sources(container: Container) -> dict[str, int]:
-    return {log: size for _, _, log, size in container.index_logs(sizes=True)}
+    """What a resolved index depends on, by path and size: the index logs, and the metadata
+    records (a close or a recovery changes which records count without growing a log)."""
+    sources = {log: size for _, _, log, size in container.index_logs(sizes=True)}
+    sources.update((m.path, m.size) for m in container.fs.iterdir(f"{container.path}/meta"))
+    return sources
 
 
 def _flat_records(index: GlobalIndex) -> np.ndarray:
@@ -40,12 +44,13 @@ def _flat_records(index: GlobalIndex) -> np.ndarray:
 
 def flatten(container: Container) -> dict:
     """Persist the resolved global index and its data checksums (``flat.index``; ``flat.json``
-    names the index logs and sizes it was built from and the CRC32C of ``flat.index``); later
-    opens use it while those logs are unchanged."""
+    names the index logs and metadata records, with sizes, it was built from and the CRC32C of
+    ``flat.index``); later opens use it while those are unchanged."""
     from .reader import load_index
 
-    # The logs' sizes before the index is built from them: a log that grows meanwhile (a writer
-    # still open) then makes this flattened index stale (ignored), never wrong.
+    # The logs' sizes before the index is built from them: a log that grows or a record added
+    # meanwhile (a writer still open, closing) then makes this flattened index stale (ignored),
+    # never wrong.
     sources = _sources(container)
     index, _ = load_index(container, "raise")
     data = encode_records(_flat_records(index))

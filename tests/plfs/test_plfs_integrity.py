@@ -760,3 +760,69 @@ def test_a_large_read_that_is_all_hole_reads_zeros(tmp_path, monkeypatch):
     with fs.open(f"{tmp_path}/holey", "rb") as f:
         assert f.preadinto(buffer, 0) == 5 << 20
     assert buffer == bytes(5 << 20)
+
+
+# -- 9. removal and truncation killed half-way; flattened indexes after a close -----------------
+TRUNCATE_KILLED = """
+    import os, sys, hpcbridge
+    real_rmdir = os.rmdir
+    def rmdir(path, *args, **kwargs):  # killed after the first host directory is gone
+        real_rmdir(path, *args, **kwargs)
+        if os.path.basename(str(path)).startswith("hostdir."):
+            os._exit(9)
+    os.rmdir = rmdir
+    hpcbridge.open(sys.argv[1], "wb").close()
+"""
+
+
+def test_a_truncating_open_killed_while_removing_leaves_no_holes(tmp_path):
+    """open("wb") of an existing file removes its container: killed half-way, the old code left a
+    container with some writers' logs gone, read as zeros where they were (check called it
+    healthy). Now the container is renamed away first: the old bytes, or no file, never holes."""
+    fs = plfs()
+    path = f"{tmp_path}/ckpt"
+    old = bytes(range(256)) * 64
+    for writer in range(4):
+        with fs.open_writer(path, writer_id=writer) as w:
+            w.pwrite(old[writer * 4096:(writer + 1) * 4096], writer * 4096)
+    assert fs.read_bytes(path) == old
+    assert run(TRUNCATE_KILLED, f"plfs+file://{path}").returncode == 9
+    assert not fs.exists(path)
+    leftovers = [p for p in os.listdir(tmp_path) if p.startswith(".ckpt.plfs-removed-")]
+    assert len(leftovers) == 1  # what the delete had not reached yet, out of the way
+    with fs.open(path, "wb") as f:
+        f.write(b"new")
+    assert fs.read_bytes(path) == b"new"
+
+
+def test_a_closed_writers_missing_index_log_is_damage_not_a_hole(tmp_path, capsys):
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    expected = _checkpoint(fs, path)
+    hostdir = next(p for p in sorted(os.listdir(path)) if p.startswith("hostdir."))
+    index = next(p for p in os.listdir(f"{path}/{hostdir}") if p.startswith("index."))
+    os.unlink(f"{path}/{hostdir}/{index}")
+    with pytest.raises(PlfsCorruptionError, match=f"{index}: the index log is missing: its writer closed after writing"):
+        fs.read_bytes(path)
+    assert len(hpcbridge.plfs.open(f"plfs+file://{path}", on_corruption="skip").read()) <= len(expected)  # as asked
+    assert main(["plfs", "check", f"plfs+file://{path}"]) == 1
+    assert f"{index}: the index log is missing" in capsys.readouterr().out
+
+
+def test_a_flat_index_is_stale_once_a_close_changes_which_records_count(tmp_path):
+    """A recovery, then a flatten, then the writer's own close (no new index record): the flat
+    index, built when the recovery's count hid the second write, was still used (b"AAAA")."""
+    from hpcbridge.plfs import reader, tools
+
+    url = f"plfs+file://{tmp_path}/c"
+    fs, path = hpcbridge.url_to_fs(url)
+    w = hpcbridge.plfs.open(url, "wb", shared=True)
+    w.pwrite(b"A" * 100, 0)
+    w.flush()
+    tools.recover(fs.container(path))
+    w.pwrite(b"B" * 100, 0)
+    w.flush()
+    tools.flatten(fs.container(path))
+    w.close()
+    reader._CACHE.clear()
+    assert hpcbridge.plfs.open(url).read() == b"B" * 100
