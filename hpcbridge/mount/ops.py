@@ -694,7 +694,9 @@ class BridgeOperations(mfusepy.Operations):
         readable, writable = _flags_mode(flags)
         p = self.backend_path(path)
         fs = self.fs
-        trunc = bool(flags & os.O_TRUNC) and writable
+        # Also for O_RDONLY: Linux truncates such an open when the caller may write the file
+        # (the kernel checked that), and it believes the file empty from then on.
+        trunc = bool(flags & os.O_TRUNC)
         if self.plfs:
             created = False
             if writable:
@@ -703,7 +705,6 @@ class BridgeOperations(mfusepy.Operations):
                 # Its writes must win over what other processes wrote before: sequence numbers
                 # above the container's (the writer itself is made at the first write).
                 created = fs.container_for_writer(p, mode).created
-                trunc = trunc and not created  # made empty just now
             elif not fs.isfile(p):
                 if fs.isdir(p) or not (create or flags & os.O_CREAT):
                     raise mfusepy.FuseOSError(errno.EISDIR if fs.isdir(p) else errno.ENOENT)
@@ -713,7 +714,7 @@ class BridgeOperations(mfusepy.Operations):
                 created = True
             handle = self._attach(path, 0 if created else lambda: fs.info(p).size,
                                   lambda state: _PlfsHandle(self, path, state, readable, writable))
-            state = handle.state
+            trunc = trunc and not created  # made empty just now
         else:
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
@@ -724,9 +725,13 @@ class BridgeOperations(mfusepy.Operations):
                     handle.position = state.base_size
                 return handle
             handle = self._attach(path, lambda: 0 if mode.truncate else fs.info(p).size, make, mode.truncate)
-        if trunc and self.plfs:
+            trunc = trunc and not mode.truncate  # the backend's open emptied it
+        if trunc:
             try:
-                self._truncate(state, 0)
+                if self.plfs:
+                    self._truncate(handle.state, 0)
+                else:
+                    self._truncate_raw(handle.state, path, 0, None)
             except BaseException:
                 self._release(handle)
                 raise

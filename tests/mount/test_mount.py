@@ -309,3 +309,24 @@ def test_plain_hdfs_mount_write_once_semantics(hdfs_cluster, hdfs_admin, hdfs_ro
         assert exc.value.errno == errno.EOPNOTSUPP
     finally:
         gen.close()
+
+
+def test_o_rdonly_o_trunc_truncates_as_linux_does(workdir, tmp_path):
+    """Oracle: the same calls on a local directory. Linux truncates an O_RDONLY|O_TRUNC open the
+    caller may write; the mount ignored the flag, and an O_APPEND writer elsewhere then wrote
+    over the file's first bytes (the kernel believed the file empty)."""
+    m, d = workdir
+    results = []
+    for root in (str(tmp_path), os.path.join(m.path, d)):
+        with open(os.path.join(root, "f"), "wb") as f:
+            f.write(b"x" * 1000)
+        appender = os.open(os.path.join(root, "f"), os.O_WRONLY | os.O_APPEND)
+        fd = os.open(os.path.join(root, "f"), os.O_RDONLY | os.O_TRUNC)
+        seen = (os.fstat(fd).st_size, os.pread(fd, 2000, 0))
+        os.close(fd)
+        os.write(appender, b"A" * 10)
+        os.close(appender)
+        with open(os.path.join(root, "f"), "rb") as f:
+            results.append((seen, f.read()))
+    assert results[1] == results[0] == ((0, b""), b"A" * 10)
+    assert _library_read(m, f"{d}/f") == b"A" * 10

@@ -293,6 +293,18 @@ def test_a_plain_file_truncated_by_another_open_stats_its_new_size(tmp_path):
     _close(ops, "/f", fr)
 
 
+def test_a_plain_file_opened_read_only_with_o_trunc_is_emptied(tmp_path):
+    """As Linux does (test_mount.py has the kernel's side): the flag was dropped."""
+    fs, ops = _ops(tmp_path, "file://")
+    (tmp_path / "f").write_bytes(b"o" * 100)
+    fa = _open(ops, "/f", os.O_WRONLY | os.O_APPEND)
+    fr = _open(ops, "/f", os.O_RDONLY | os.O_TRUNC)
+    assert ops.getattr("/f")["st_size"] == 0 and (tmp_path / "f").read_bytes() == b""
+    assert ops._handles[fa.fh].position == 0
+    _close(ops, "/f", fr)
+    _close(ops, "/f", fa)
+
+
 def test_stat_of_a_file_open_here_shows_what_a_read_found_other_hosts_wrote(tmp_path):
     fs, ops = _ops(tmp_path)
     fw = _open(ops, "/f", os.O_WRONLY | os.O_CREAT)
