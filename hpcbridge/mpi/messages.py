@@ -97,6 +97,9 @@ def _typed(raw: memoryview, datatype, count, displ: int, writable: bool) -> Mess
         raise ValueError(f"message datatype has extent {extent}")
     start = displ * extent
     if count is None:
+        if extent > 0 and len(raw) % extent:  # as mpi4py: never a silently shorter message
+            raise ValueError(f"message: cannot infer count, buffer length {len(raw)} is not a multiple of "
+                             f"datatype extent {extent} (lb:{lb}, ub:{lb + extent})")
         count = max(0, (len(raw) - start) // extent) if extent > 0 else 0
     count = int(count)
     if count < 0:

@@ -44,7 +44,10 @@ class FileView:
         self.shift = int(shift)
         if filetype is None:
             return
-        offsets, lengths = filetype.offsets, filetype.lengths
+        # Empty blocks (count 0 in an indexed or struct type) are not in MPI's typemap: their
+        # displacements take no part in the ordering rule.
+        keep = filetype.lengths > 0
+        offsets, lengths = filetype.offsets[keep], filetype.lengths[keep]
         if filetype.size == 0:
             raise ValueError("the filetype selects no bytes")
         if filetype.size % self.etype_size:

@@ -3,7 +3,7 @@
 write-behind with calls that go back over earlier ones, Fortran-ordered numpy buffers, an
 independent read past the end of file (the rest of the buffer untouched), the amodes
 ``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE`` and ``MODE_UNIQUE_OPEN``, hints the MPI standard
-reserves."""
+reserves, filetypes with empty blocks, buffers that are not whole elements."""
 
 from __future__ import annotations
 
@@ -231,3 +231,54 @@ def test_mistakes_raise_mpi_exceptions_of_open_mpis_error_class(mpi_tmp_path):
                     _OPENED.pop().Close()
     for name in MISTAKES:
         assert classes["ompi", name] is not None and classes["hb", name] == classes["ompi", name], (name, classes)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_filetypes_with_empty_blocks_are_views_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """An empty block (count 0, displacement anywhere) is not in MPI's typemap; Set_view refused
+    it as a displacement going back."""
+    from mpi4py import MPI
+
+    def filetypes():
+        hindexed = MPI.BYTE.Create_hindexed([2, 0, 1], [0, 0, 3]).Create_resized(0, 4)
+        struct = MPI.Datatype.Create_struct([2, 0, 2], [0, 0, 4], [MPI.BYTE, MPI.INT, MPI.BYTE])
+        return [t.Commit() for t in (hindexed, struct)]
+
+    def write(f, comm):
+        for k, filetype in enumerate(filetypes()):
+            f.Set_view(1000 * k + 100 * comm.rank, MPI.BYTE, filetype)
+            f.Write_all(np.arange(6, dtype=np.uint8) + 16 * comm.rank + 1)
+            f.Set_view(0)
+            filetype.Free()
+
+    def read(f, comm):
+        out = []
+        for k, filetype in enumerate(filetypes()):
+            f.Set_view(1000 * k + 100 * comm.rank, MPI.BYTE, filetype)
+            out.append([f.Get_byte_offset(i) for i in range(5)])
+            filetype.Free()
+        return out
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "empty-blocks", write, read)
+        assert want == got and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+def test_a_buffer_that_is_not_whole_elements_is_refused_as_mpi4py_does(mpi_tmp_path):
+    """[buf, MPI.INT] of 10 bytes: mpi4py refuses to infer the count; hpcbridge wrote 8 bytes."""
+    from mpi4py import MPI
+
+    errors = []
+    for F, where in ((MPI.File, os.path.join(str(mpi_tmp_path), f"count-{MPI.COMM_WORLD.rank}.ompi")),
+                     (File, f"file://{mpi_tmp_path}/count-{MPI.COMM_WORLD.rank}.hb")):
+        f = F.Open(MPI.COMM_SELF, where, MPI.MODE_RDWR | MPI.MODE_CREATE)
+        try:
+            with pytest.raises(ValueError) as error:
+                f.Write_at(0, [bytearray(10), MPI.INT])
+            errors.append(str(error.value))
+            assert f.Get_size() == 0
+        finally:
+            f.Close()
+    assert errors[0] == errors[1]
