@@ -66,9 +66,9 @@ def test_collective_read_merges_the_index_in_parallel(comm, mpi_tmp_path):
     calls = []
     original = container.read_index_logs
 
-    def counting(logs, *args):
+    def counting(logs, *args, **kwargs):
         calls.append(len(logs))
-        return original(logs, *args)
+        return original(logs, *args, **kwargs)
 
     container.read_index_logs = counting
     index, damage = load_index(container, comm=comm)
