@@ -24,6 +24,7 @@ import atexit
 import errno
 import gc
 import os
+import posixpath
 import threading
 import time
 import types
@@ -82,15 +83,36 @@ def _handler():
                     _open_files.add(f)
                     return pa.PythonFile(f, mode=mode)
 
+                # The backend's own errors (a directory: IsADirectoryError, a path under a
+                # file: NotADirectoryError), as pyarrow's LocalFileSystem reports them.
                 def open_input_stream(self, path):
-                    if not self.fs.isfile(path):
-                        raise FileNotFoundError(path)
                     return self._track(self.fs.open(path, mode="rb"), "r")
 
                 def open_input_file(self, path):
-                    if not self.fs.isfile(path):
-                        raise FileNotFoundError(path)
                     return self._track(self.fs.open(path, mode="rb"), "r")
+
+                def get_file_info(self, paths):
+                    infos = []
+                    for path in paths:
+                        try:
+                            infos.extend(super().get_file_info([path]))
+                        except NotADirectoryError:  # under a file: not found, as LocalFileSystem says
+                            infos.append(_pyarrow_fs().FileInfo(path, _pyarrow_fs().FileType.NotFound))
+                    return infos
+
+                # Arrow's move is a rename: a file or an empty directory at the destination is
+                # replaced, a non-empty one refused (fsspec's mv would move into a directory).
+                def move(self, src, dest):
+                    src, dest = (posixpath.normpath(self.fs._strip_protocol(p)) for p in (src, dest))
+                    self.fs.backend.info(src)  # a missing source: FileNotFoundError
+                    if src != dest:
+                        self.fs.backend.rename(src, dest)
+
+                def copy_file(self, src, dest):
+                    for path in (src, dest):
+                        if self.fs.isdir(path):
+                            raise IsADirectoryError(errno.EISDIR, "Is a directory (copy_file copies files)", path)
+                    self.fs.cp_file(src, dest)
 
                 def open_output_stream(self, path, metadata):
                     return self._track(self.fs.open(path, mode="wb"), "w")

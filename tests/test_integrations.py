@@ -114,3 +114,115 @@ def test_arrow_directory_calls_on_a_file_as_pyarrows_local(tmp_path):
         with pytest.raises(FileExistsError):
             ours.create_dir(f"{theirs}/a.txt", recursive=True)
     assert (tmp_path / "a.txt").read_bytes() == b"x"
+
+
+def _tree(root):
+    """``{relative path: bytes or None for a directory}`` of everything under ``root``."""
+    import os
+
+    out = {}
+    for directory, dirs, files in os.walk(root):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(directory, d), root)] = None
+        for f in files:
+            with open(os.path.join(directory, f), "rb") as handle:
+                out[os.path.relpath(os.path.join(directory, f), root)] = handle.read()
+    return out
+
+
+def _outcome(call):
+    try:
+        call()
+        return "ok"
+    except OSError:  # shutil.Error is one; ours name the errno
+        return "OSError"
+    except ValueError:
+        return "ValueError"
+
+
+MOVES = [("d", "d/"), ("d", "./d"), ("d", "e/../d"), ("d", "d/sub"), ("d", "e2"), ("d/", "e"),
+         ("d/x.txt", "p/q/x.txt"), ("d/x.txt", "e"), ("d", "new")]
+
+
+@pytest.mark.parametrize("src, dst", MOVES)
+def test_fsspec_mv_as_fsspecs_local_file_system(tmp_path, src, dst):
+    """Oracle: fsspec's local file system (shutil.move). A directory moved onto itself written
+    another way or into its own subdirectory was deleted; into a directory holding one of its
+    name, merged over it."""
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", auto_mkdir=True, skip_instance_cache=True)
+    results = []
+    for fs, root in ((local, tmp_path / "local"), (ours, tmp_path / "ours")):
+        (root / "d" / "sub").mkdir(parents=True)
+        (root / "d" / "x.txt").write_bytes(b"data")
+        (root / "e" / "e2" / "d").mkdir(parents=True)
+        (root / "e2" / "d").mkdir(parents=True)
+        (root / "e2" / "d" / "x.txt").write_bytes(b"old")
+        outcome = _outcome(lambda: fs.mv(f"{root}/{src}", f"{root}/{dst}", recursive=True))
+        results.append((outcome, _tree(root)))
+    assert results[1] == results[0]
+
+
+def test_fsspec_rm_as_fsspecs_local_file_system(tmp_path):
+    """rm_file removed an empty directory; rm of a directory without recursive is a ValueError."""
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    results = []
+    for fs, root in ((local, tmp_path / "local"), (ours, tmp_path / "ours")):
+        (root / "e").mkdir(parents=True)
+        (root / "f" / "g").mkdir(parents=True)
+        outcomes = [_outcome(lambda: fs.rm_file(f"{root}/e")), _outcome(lambda: fs.rm_file(f"{root}/f")),
+                    _outcome(lambda: fs.rm(f"{root}/e"))]
+        results.append((outcomes, _tree(root)))
+    assert results[1] == results[0]
+
+
+ARROW_CALLS = {
+    "move file into dir": lambda fs, r: fs.move(f"{r}/a.txt", f"{r}/e"),
+    "move dir onto empty dir": lambda fs, r: fs.move(f"{r}/d", f"{r}/f"),
+    "move dir onto non-empty dir": lambda fs, r: fs.move(f"{r}/e", f"{r}/d"),
+    "move dir onto itself": lambda fs, r: fs.move(f"{r}/g", f"{r}/g/"),
+    "copy file onto dir": lambda fs, r: fs.copy_file(f"{r}/a.txt", f"{r}/e"),
+    "copy dir": lambda fs, r: fs.copy_file(f"{r}/d", f"{r}/dd"),
+    "info under a file": lambda fs, r: fs.get_file_info([f"{r}/a.txt/x"])[0].type.name,
+    "open a directory": lambda fs, r: fs.open_input_file(f"{r}/d"),
+    "stream a directory": lambda fs, r: fs.open_input_stream(f"{r}/d"),
+    "open under a file": lambda fs, r: fs.open_input_file(f"{r}/a.txt/x"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARROW_CALLS))
+def test_arrow_calls_as_pyarrows_local(tmp_path, name):
+    """Oracle: pyarrow's LocalFileSystem. FSSpecHandler's move went through fsspec's mv (into
+    directories, and a directory moved onto itself was deleted); copy_file copied into a
+    directory; a path under a file failed get_file_info; a directory opened was "not found"."""
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    results = []
+    for kind in ("local", "ours"):
+        root = tmp_path / kind
+        for d in ("d/sub", "e", "f", "g"):
+            (root / d).mkdir(parents=True)
+        (root / "a.txt").write_bytes(b"a")
+        (root / "d" / "x.txt").write_bytes(b"x")
+        (root / "g" / "y").write_bytes(b"y")
+        fs, path = (pafs.LocalFileSystem(), str(root)) if kind == "local" else \
+            hpcbridge.arrow.filesystem_and_path(f"file://{root}")
+        try:
+            value = ARROW_CALLS[name](fs, path)
+            outcome = value if isinstance(value, str) else "ok"
+        except IsADirectoryError:
+            outcome = "IsADirectoryError"
+        except NotADirectoryError:
+            outcome = "NotADirectoryError"
+        except FileNotFoundError:
+            outcome = "FileNotFoundError"
+        except OSError:
+            outcome = "OSError"
+        results.append((outcome, _tree(root)))
+    local, ours = results
+    if local[0] == "OSError" and ours[0] in ("IsADirectoryError", "NotADirectoryError"):
+        ours = ("OSError", ours[1])  # Arrow's own errors are plain OSError; ours say which
+    assert ours == local

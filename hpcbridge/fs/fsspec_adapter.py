@@ -168,23 +168,29 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         self.backend.rmdir(self._strip_protocol(path))
 
     def rm_file(self, path):
-        # fsspec's own rm (with maxdepth) calls this for the directories it expanded too.
-        self._rm(path)
-
-    def _rm(self, path):
+        """Remove one file (a directory is refused, as ``os.remove`` refuses it)."""
         path = self._strip_protocol(path)
         if self.backend.isdir(path):
-            self.backend.rmdir(path)
-        else:
-            self.backend.rm(path)
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", self.backend.url(path))
+        self.backend.rm(path)
 
     def rm(self, path, recursive=False, maxdepth=None):
-        if maxdepth is not None:
-            return super().rm(path, recursive=recursive, maxdepth=maxdepth)
+        """Remove files, and directories with ``recursive``. As fsspec's local file system: a
+        directory without ``recursive`` is a ValueError; unlike it, globs are expanded (as
+        fsspec's other file systems expand them)."""
+        if maxdepth is not None:  # deepest first, directories emptied by then
+            for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
+                if self.backend.isdir(p):
+                    self.backend.rmdir(p)
+                else:
+                    self.backend.rm(p)
+            return
         removed: list[str] = []
         for p in self.expand_path(path, recursive=False):
             if any(p.startswith(r.rstrip("/") + "/") for r in removed):
                 continue  # inside a directory this call removed already
+            if not recursive and self.backend.isdir(p):
+                raise ValueError(f"Cannot delete directory, set recursive=True: {self.backend.url(p)}")
             self.backend.rm(p, recursive=recursive)  # a missing path raises, as os.remove does
             removed.append(p)
 
@@ -198,17 +204,27 @@ class HpcbridgeFSSpec(AbstractFileSystem):
             copy_file(self.backend, src, self.backend, dst, sync=False)
 
     def mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
-        if isinstance(path1, str) and isinstance(path2, str) and not any(c in path1 for c in "*?["):
-            src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
-            if self.backend.isdir(dst) and not self.backend.isdir(src):
-                dst = posixpath.join(dst, posixpath.basename(src))
-            if not self.backend.isdir(dst):
-                self.backend.rename(src, dst)
-                return
-        # A directory moves with its contents, as fsspec's local file system moves it.
-        if isinstance(path1, str) and self.backend.isdir(self._strip_protocol(path1)):
-            recursive = True
-        super().mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
+        """Move as fsspec's local file system moves (``shutil.move``): into an existing
+        directory under the source's name (an entry of that name there is an error), else a
+        rename (parents made with ``auto_mkdir``); a directory never into itself. Globs and
+        lists of paths are fsspec's generic copy and remove."""
+        if not (isinstance(path1, str) and isinstance(path2, str)) or any(c in path1 for c in "*?["):
+            return super().mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
+        src = posixpath.normpath(self._strip_protocol(path1))
+        dst = posixpath.normpath(self._strip_protocol(path2))
+        source = self.backend.info(src)  # a missing source: FileNotFoundError naming it
+        if self.backend.isdir(dst):
+            if dst == src:
+                return  # onto itself
+            dst = posixpath.join(dst, posixpath.basename(src))
+            if self.backend.exists(dst):
+                raise FileExistsError(errno.EEXIST, f"moving {self.backend.url(src)}: destination already exists",
+                                      self.backend.url(dst))
+        if source.is_dir and (dst == src or dst.startswith(src.rstrip("/") + "/")):
+            raise OSError(errno.EINVAL, f"cannot move a directory into itself ({self.backend.url(src)})",
+                          self.backend.url(dst))
+        self._make_parent(dst)
+        self.backend.rename(src, dst)
 
 
 _classes: dict[str, type[HpcbridgeFSSpec]] = {}
