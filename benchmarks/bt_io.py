@@ -86,6 +86,13 @@ def full_view_types(n, cells):
     return etype, filetype
 
 
+def epio_name(path: str, rank: int) -> str:
+    """The epio file of ``rank`` beside ``path`` (``.../btio.out``): ``.../btio.epio.out.NNNN``,
+    NPB's name."""
+    stem = path[:-len(".out")] if path.endswith(".out") else path
+    return f"{stem}.epio.out.{rank:04d}"
+
+
 class StockIO:
     """mpi4py MPI.File on a POSIX path."""
 
@@ -93,7 +100,7 @@ class StockIO:
         self.comm, self.subtype, self.n, self.cells = comm, subtype, n, cells
         self.dump_bytes = n ** 3 * 40
         if subtype == "epio":
-            self.path = f"{path}.epio.out.{comm.rank:04d}"
+            self.path = epio_name(path, comm.rank)
             self.fh = MPI.File.Open(MPI.COMM_SELF, self.path, MPI.MODE_CREATE | MPI.MODE_RDWR)
         else:
             self.path = path
@@ -168,7 +175,7 @@ class HpcbridgeIO:
             self.url = url
             self.f = hpcbridge.plfs.open(url, "wb", comm=comm)
         else:
-            self.url = f"{url}.epio.out.{comm.rank:04d}"
+            self.url = epio_name(url, comm.rank)
             self.f = hpcbridge.open(self.url, "wb")
 
     def write(self, dump, blocks):
@@ -292,13 +299,13 @@ def run(comm, cls: str = "A", subtype: str = "full", path: str | None = None, ur
     comm.Barrier()
     if comm.rank == 0 and not keep:
         if url is None:
-            for name in ([path] if subtype != "epio" else [f"{path}.epio.out.{r:04d}" for r in range(comm.size)]):
+            for name in ([path] if subtype != "epio" else [epio_name(path, r) for r in range(comm.size)]):
                 if os.path.exists(name):
                     os.unlink(name)
         else:
             import hpcbridge
 
-            for name in ([url] if subtype != "epio" else [f"{url}.epio.out.{r:04d}" for r in range(comm.size)]):
+            for name in ([url] if subtype != "epio" else [epio_name(url, r) for r in range(comm.size)]):
                 fs, fpath = hpcbridge.url_to_fs(name)
                 if fs.exists(fpath):
                     fs.rm(fpath, recursive=True)

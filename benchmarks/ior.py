@@ -49,6 +49,8 @@ from _common import write_json  # noqa: E402
 
 MiB = 1 << 20
 APIS = ("POSIX", "MPIIO", "HDF5", "HPCBRIDGE")
+#: What a checked read fills its buffer with first: a byte value the pattern never holds.
+SENTINEL = 255
 
 
 def parse_size(text: str) -> int:
@@ -175,7 +177,8 @@ class Pattern:
         return (seg * self.size * self.b + task * self.b + j * self.t).reshape(-1)
 
     def transfer_data(self, task: int) -> np.ndarray:
-        """The transfer buffer of ``task`` (IOR fills one buffer and writes it every transfer)."""
+        """The transfer buffer of ``task`` (IOR fills one buffer and writes it every transfer),
+        byte values below 251 (never ``SENTINEL``)."""
         return ((np.arange(self.t, dtype=np.int64) * 7 + task * 31 + 1) % 251).astype(np.uint8)
 
     def view_type(self):
@@ -339,11 +342,16 @@ def run_phase(comm, args, mode: Mode, pattern: Pattern, base: str, writing: bool
     if not checking:
         for offset in offset_list:
             call(offset, buf)
+    # Checked reads start from a byte the pattern never holds (its values are below 251): a
+    # short read (a truncated file) leaves it, and counts as bad bytes instead of passing
+    # with the previous transfer's bytes still in the buffer.
     elif mode.one_call:
+        buf.fill(SENTINEL)
         call(0, buf)
         bad += int(np.count_nonzero(buf != whole))
     else:
         for offset in offset_list:
+            buf.fill(SENTINEL)
             call(offset, buf)
             bad += int(np.count_nonzero(buf != data))
     if writing and args.fsync:

@@ -11,7 +11,9 @@ in ONE run under mpirun:
 
 Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
 test: barrier, open, writes, sync, close, barrier; the read phase reads with ranks shifted by one
-so no rank reads what it wrote, and verifies a stamp in every object. On one machine all ranks
+so no rank reads what it wrote, and verifies each object's stamp (its rank and index) as it
+reads, then every byte of every object in an untimed pass (a short read shows too; an object
+PLFS's checksums refuse is a failed object, not a hung job). On one machine all ranks
 share a page cache, so by default (as root) it is dropped before each read phase: reads come
 from storage, as the LANL shift intends (--cache keep measures cached reads). Effective bandwidth =
 total bytes / (first open .. last close). Modes are interleaved over --repetitions (alternating
@@ -39,6 +41,7 @@ from mpi4py import MPI  # noqa: E402
 
 import hpcbridge  # noqa: E402
 import hpcbridge.plfs  # noqa: E402
+from hpcbridge.plfs.container import PlfsCorruptionError  # noqa: E402
 from hpcbridge.cli.main import parse_size  # noqa: E402
 
 from _common import write_json  # noqa: E402
@@ -54,6 +57,21 @@ class Checkpoint:
     def object(self, rank: int, index: int) -> np.ndarray:
         self.stamp[0], self.stamp[1] = rank, index
         return self.buffer
+
+
+def _failed(buf: np.ndarray, owner: int, index: int, expected: "Checkpoint | None") -> bool:
+    """Whether the object read is not ``owner``'s ``index``-th: in the timed read its 16-byte
+    stamp (a misplaced object); in the untimed check (``expected``: the owner's checkpoint)
+    every byte."""
+    if expected is None:
+        return tuple(buf[:16].view(np.int64)) != (owner, index)
+    return not np.array_equal(buf, expected.object(owner, index))
+
+
+def _fresh(buf: np.ndarray, expected) -> None:
+    """Before a checked read: a byte no object holds (fills are 1..251), so a short read shows."""
+    if expected is not None:
+        buf.fill(0)
 
 
 def offsets(rank, nobj, size, nranks):
@@ -73,16 +91,17 @@ def write_mpiio(comm, path, ckpt, rank, nobj, size, collective):
     fh.Close()
 
 
-def read_mpiio(comm, path, owner, nobj, size, collective):
+def read_mpiio(comm, path, owner, nobj, size, collective, expected=None):
     fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
     buf = np.empty(size, np.uint8)
     bad = 0
     for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
+        _fresh(buf, expected)
         if collective:
             fh.Read_at_all(off, buf)
         else:
             fh.Read_at(off, buf)
-        bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+        bad += _failed(buf, owner, i, expected)
     fh.Close()
     return bad
 
@@ -95,13 +114,18 @@ def write_plfs(comm, url, ckpt, rank, nobj, size, checksums=True):
     f.close()
 
 
-def read_plfs(comm, url, owner, nobj, size, checksums=True):
+def read_plfs(comm, url, owner, nobj, size, checksums=True, expected=None):
     f = hpcbridge.plfs.open(url, "rb", comm=comm, verify="auto" if checksums else "never")
     buf = np.empty(size, np.uint8)
     bad = 0
     for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
-        f.preadinto(buf, off)
-        bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+        _fresh(buf, expected)
+        try:
+            f.preadinto(buf, off)
+        except PlfsCorruptionError:  # its checksum caught it: a failed object, not a hung job
+            bad += 1
+            continue
+        bad += _failed(buf, owner, i, expected)
     f.close()
     return bad
 
@@ -113,13 +137,14 @@ def write_nn(comm, directory, ckpt, rank, nobj, size):
         f.sync()
 
 
-def read_nn(comm, directory, owner, nobj, size):
+def read_nn(comm, directory, owner, nobj, size, expected=None):
     buf = np.empty(size, np.uint8)
     bad = 0
     with hpcbridge.open(f"{directory}/nn.{owner:04d}", "rb") as f:
         for i in range(nobj):
+            _fresh(buf, expected)
             f.readinto(buf)
-            bad += tuple(buf[:16].view(np.int64)) != (owner, i)
+            bad += _failed(buf, owner, i, expected)
     return bad
 
 
@@ -192,6 +217,7 @@ def main(argv=None) -> int:
     base, hdfs = comm.bcast((base, hdfs), root=0)
     ckpt = Checkpoint(rank, size)
     owner = (rank + 1) % nranks  # read what the next rank wrote
+    expected = Checkpoint(owner, size)  # what it wrote, for the untimed check of every byte
     # Each paired ratio compares neighbours (plfs-posix beside n-n and beside plfs-posix-nocrc),
     # which swap places every repetition: neither side always runs after the other.
     modes = ["mpiio-indep", "mpiio-coll", "n-n", "plfs-posix"] \
@@ -213,17 +239,20 @@ def main(argv=None) -> int:
                     w, _ = timed(comm, lambda c: write_mpiio(c, path, ckpt, rank, nobj, size, coll))
                     drop_caches(comm, args.cache == "drop")
                     r, bad = timed(comm, lambda c: read_mpiio(c, path, owner, nobj, size, coll))
+                    checked = read_mpiio(comm, path, owner, nobj, size, coll, expected)
                 elif mode.startswith("plfs-posix"):
                     url = f"plfs+file://{base}/{tag}.plfs"
                     crc = checksums and mode == "plfs-posix"
                     w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, crc))
                     drop_caches(comm, args.cache == "drop")
                     r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, crc))
+                    checked = read_plfs(comm, url, owner, nobj, size, crc, expected)
                 elif mode == "plfs-hdfs":
                     url = hdfs[0].replace("hdfs://", "plfs+hdfs://") + f"/lanl/{tag}"
                     w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, checksums))
                     drop_caches(comm, args.cache == "drop")
                     r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, checksums))
+                    checked = read_plfs(comm, url, owner, nobj, size, checksums, expected)
                 else:
                     directory = f"{base}/{tag}.nn"
                     if rank == 0:
@@ -232,7 +261,10 @@ def main(argv=None) -> int:
                     w, _ = timed(comm, lambda c: write_nn(c, directory, ckpt, rank, nobj, size))
                     drop_caches(comm, args.cache == "drop")
                     r, bad = timed(comm, lambda c: read_nn(c, directory, owner, nobj, size))
-                bad_total += comm.allreduce(bad)
+                    checked = read_nn(comm, directory, owner, nobj, size, expected)
+                # The timed read checks each object's stamp; the untimed pass after it every
+                # byte (an object failing both counts once).
+                bad_total += comm.allreduce(max(bad, checked))
                 samples[mode]["write"].append(total / w / 1e6)
                 samples[mode]["read"].append(total / r / 1e6)
                 if rank == 0:

@@ -54,6 +54,21 @@ def test_bt_io_class_s(world, mpi_tmp_path, subtype):
         assert result["file_bytes"] == 12 ** 3 * 40 * 12  # 0.83 MB, the NPB class S size
 
 
+def test_bt_io_epio_files_have_npbs_names(world, mpi_tmp_path):
+    """btio.epio.out.NNNN, as NPB names them (they were btio.out.epio.out.NNNN)."""
+    import bt_io
+
+    directory = mpi_tmp_path / "epio-names"
+    if world.rank == 0:
+        directory.mkdir()
+    world.Barrier()
+    assert bt_io.main(["--class", "S", "--subtype", "epio", "--dir", str(directory), "--keep",
+                       "--output", str(mpi_tmp_path / "bt-epio-names.json")]) == 0
+    world.Barrier()
+    assert sorted(os.listdir(directory)) == [f"btio.epio.out.{r:04d}" for r in range(world.size)]
+    world.Barrier()
+
+
 def test_bt_io_through_plfs(world, mpi_tmp_path):
     import bt_io
 
@@ -107,6 +122,27 @@ def test_ior_small_runs_verify(world, mpi_tmp_path, api, flags):
         runs = result["results"][write_key]
         assert len(runs) == 2 and all(r["bytes"] == 96 * 1024 * 3 * world.size for r in runs)
         assert all(r["bad_bytes"] == 0 for runs in result["results"].values() for r in runs)
+
+
+@pytest.mark.parametrize("api", ["POSIX", "MPIIO"])
+def test_ior_verify_finds_a_truncated_file(world, mpi_tmp_path, api):
+    """A read of a file cut short left the previous transfer's bytes in the reused buffer: the
+    check passed. Checked reads now start from a byte the pattern never holds."""
+    import ior
+
+    target = str(mpi_tmp_path / f"ior-cut-{api}" / "testFile")
+    common = ["-a", api, "-b", "8k", "-t", "2k", "-s", "3", "-k", "-o", target]
+    assert ior.main(common + ["-w", "--json", str(mpi_tmp_path / f"ior-cut-{api}-w.json")]) == 0
+    world.Barrier()
+    if world.rank == 0:
+        os.truncate(target, 3 * 4 * 8192 - 10240)  # the last five transfers gone
+    world.Barrier()
+    out = str(mpi_tmp_path / f"ior-cut-{api}-r.json")
+    assert ior.main(common + ["-r", "--verify", "--json", out]) == 1
+    world.Barrier()
+    if world.rank == 0:
+        result = json.load(open(out))
+        assert sum(r["bad_bytes"] for runs in result["results"].values() for r in runs) == 10240
 
 
 def test_ior_compare_reports_ratios(world, mpi_tmp_path):
@@ -210,3 +246,45 @@ def test_shared_file_ceiling_rejects_bad_input(world, capsys):
         with pytest.raises(SystemExit):
             shared_file_ceiling._parse(argv)
         assert message in capsys.readouterr().err
+
+
+def test_lanl_checkpoint_small_run_verifies_every_byte(world, mpi_tmp_path, monkeypatch):
+    """The LANL N-1 kernel runs in make test; a byte changed between write and read, past each
+    object's 16-byte stamp, fails one object in every mode (only the stamp was checked)."""
+    from pathlib import Path
+
+    import lanl_checkpoint as lanl
+
+    def run(name, *extra):
+        out = str(mpi_tmp_path / f"{name}.json")
+        rc = lanl.main(["--per-rank", "470010", "--unit", "47001", "--repetitions", "1", "--cache", "keep",
+                        "--dir", str(mpi_tmp_path), "--output", out, *extra])
+        world.Barrier()
+        with open(out) as f:
+            return rc, json.load(f)
+
+    rc, result = run("lanl-clean", "--checksums", "both")
+    assert rc == 0 and result["verification_failures"] == 0
+    assert set(result["median_MBps"]) == {"mpiio-indep", "mpiio-coll", "n-n", "plfs-posix", "plfs-posix-nocrc"}
+
+    real_drop = lanl.drop_caches
+
+    def flip_a_byte_then_drop(comm, enabled):
+        comm.Barrier()
+        if comm.rank == 0:  # the file (or data log) the mode just wrote: object 0 of its writer
+            files = [p for p in Path(mpi_tmp_path).glob("hpcbridge-lanl-*/**/*")
+                     if p.is_file() and (p.name.startswith(("nn.", "data.")) or p.suffix == ".shared")]
+            newest = max(files, key=lambda p: p.stat().st_mtime_ns)
+            with open(newest, "r+b") as f:
+                f.seek(5000)
+                old = f.read(1)
+                f.seek(5000)
+                f.write(bytes([old[0] ^ 0x55]))
+        comm.Barrier()
+        real_drop(comm, enabled)
+
+    monkeypatch.setattr(lanl, "drop_caches", flip_a_byte_then_drop)
+    rc, result = run("lanl-flipped", "--checksums", "off")
+    assert rc == 1 and result["verification_failures"] == 4  # one object in each of the four modes
+    rc, result = run("lanl-flipped-crc", "--checksums", "on")  # PLFS's CRC refuses it: counted, not hung
+    assert rc == 1 and result["verification_failures"] >= 4
