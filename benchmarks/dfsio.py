@@ -8,7 +8,11 @@ included). Target: hpcbridge write and read >= 0.9x its raw client.
                                [--repetitions 7] [--url ... --webhdfs ...]
 
 Every client writes 1 MiB buffers and reads with read(1 MiB) returning bytes objects.
-Phase bandwidth = N*S / (last end - first start) over the N processes. A warm-up round (every
+Phase bandwidth = N*S / (last end - first start) over the N processes (MB/s: HiBench's aggregate
+view); Hadoop TestDFSIO's own figures (MiB/s: throughput = N*S / the sum of the processes' times,
+average IO rate = the mean of each process's S / time, and its std dev) are reported beside it
+(``testdfsio_MiBps``). Files are named ``/benchmarks/dfsio/<client>-r<replication>-<i>``
+(TestDFSIO's: ``/benchmarks/TestDFSIO/io_data/test_io_<i>``). A warm-up round (every
 client writes and reads once in every process: the JVM's JIT and the connections warm up there)
 is reported apart; then the clients rotate which goes first in each repetition, and the medians
 of the repetitions are compared (with the median of the per-repetition ratios beside them).
@@ -156,6 +160,17 @@ def phase_bandwidth(results, total_bytes):
     return total_bytes / (max(ends) - min(starts)) / 1e6
 
 
+def testdfsio_figures(results, bytes_per_task: int) -> dict:
+    """Hadoop TestDFSIO's figures of one phase, in MiB/s as it prints them (its
+    ``analyzeResult``): ``throughput`` = all bytes / the sum of the tasks' times, ``average_io_rate``
+    = the mean of each task's bytes / its time, ``io_rate_std_dev`` = sqrt(|mean(rate²) - mean²|)."""
+    times = [end - start for start, end in results]
+    rates = [bytes_per_task / 2**20 / t for t in times]
+    mean = sum(rates) / len(rates)
+    return {"throughput": len(times) * bytes_per_task / 2**20 / sum(times), "average_io_rate": mean,
+            "io_rate_std_dev": abs(sum(r * r for r in rates) / len(rates) - mean * mean) ** 0.5}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--driver", choices=("native", "libhdfs", "both"), default="native",
@@ -189,6 +204,7 @@ def main(argv=None) -> int:
         fs.mkdir("/benchmarks/dfsio", parents=True, exist_ok=True)
         for replication in args.replication:
             samples = {f"{m}_{p}": [] for m in modes for p in ("write", "read")}
+            hadoop = {k: [] for k in samples}  # TestDFSIO's own figures, per repetition
             warmup = {}
             for rep in range(-1, args.repetitions):  # -1: the warm-up round, reported apart
                 order = modes[rep % len(modes):] + modes[:rep % len(modes)]
@@ -202,11 +218,14 @@ def main(argv=None) -> int:
                             warmup[f"{mode}_{phase}"] = bandwidth
                         else:
                             samples[f"{mode}_{phase}"].append(bandwidth)
+                            hadoop[f"{mode}_{phase}"].append(testdfsio_figures(runs, args.size))
                     for p in paths:
                         fs.rm(p)
             cell = {k: statistics.median(v) for k, v in samples.items()}
             cell["samples_MBps"] = samples
             cell["warmup_MBps"] = warmup
+            cell["testdfsio_MiBps"] = {k: {f: statistics.median(x[f] for x in v) for f in v[0]}
+                                       for k, v in hadoop.items() if v}
             if not args.no_java and (cluster is not None or args.conf_dir):
                 conf_dir = args.conf_dir or cluster.info.conf_dir
                 with tempfile.TemporaryDirectory() as tmp:
@@ -233,7 +252,10 @@ def main(argv=None) -> int:
             results[f"replication_{replication}"] = cell
             print(f"replication {replication}: " + "  ".join(
                 f"{k} {v:.1f}" + ("" if k.startswith("ratio") else " MB/s") for k, v in cell.items()
-                if not k.startswith(("samples", "warmup", "paired"))), flush=True)
+                if not k.startswith(("samples", "warmup", "paired", "testdfsio"))), flush=True)
+            print("  as TestDFSIO prints them (MiB/s: throughput, average IO rate, std dev; medians): " + "; ".join(
+                f"{k} {v['throughput']:.1f} {v['average_io_rate']:.1f} {v['io_rate_std_dev']:.1f}"
+                for k, v in cell["testdfsio_MiBps"].items()), flush=True)
             spread = "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v) for k, v in samples.items())
             print(f"  samples (MB/s): {spread}", flush=True)
             print("  warm-up round (MB/s): " + "; ".join(f"{k} {v:.0f}" for k, v in warmup.items()), flush=True)

@@ -100,3 +100,12 @@ def test_read_paths_runs_every_mode_and_checks_the_bytes(tmp_path, capsys):
     assert PlfsReader.SHARED_READS  # whole-plfs-1t put it back
     assert set(result["bounds"]) == {"bound-1t_vs_whole_posix", "bound-2t_vs_whole_posix"}
     assert all(v > 0 for v in result["median_MBps"].values()) and "targets" in capsys.readouterr().out
+
+
+def test_posix_overhead_small_run(tmp_path):
+    import posix_overhead
+
+    out = tmp_path / "overhead.json"
+    assert posix_overhead.main(["--size", "4M", "--transfer", "1M", "--repetitions", "2", "--dir", str(tmp_path),
+                                "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["benchmark"] == "posix_overhead"
