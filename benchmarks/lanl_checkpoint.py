@@ -10,7 +10,7 @@ in ONE run under mpirun:
   CRC32C of every record costs, written and verified on read, as a ratio to plfs-posix).
 
 Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
-test: barrier, open, writes, sync, close, barrier; the read phase reads with ranks shifted by one
+test: barrier, open, writes, barrier, sync, close, barrier; the read phase reads with ranks shifted by one
 so no rank reads what it wrote, and verifies each object's stamp (its rank and index) as it
 reads, then every byte of every object in an untimed pass (a short read shows too; an object
 PLFS's checksums refuse is a failed object, not a hung job). On one machine all ranks
@@ -87,6 +87,7 @@ def write_mpiio(comm, path, ckpt, rank, nobj, size, collective):
             fh.Write_at_all(off, buf)
         else:
             fh.Write_at(off, buf)
+    comm.Barrier()  # the LANL phases: writes, barrier, sync, close
     fh.Sync()
     fh.Close()
 
@@ -110,6 +111,7 @@ def write_plfs(comm, url, ckpt, rank, nobj, size, checksums=True):
     f = hpcbridge.plfs.open(url, "wb", comm=comm, checksums=checksums)
     for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
         f.pwrite(ckpt.object(rank, i), off)
+    comm.Barrier()
     f.sync()
     f.close()
 
@@ -134,6 +136,7 @@ def write_nn(comm, directory, ckpt, rank, nobj, size):
     with hpcbridge.open(f"{directory}/nn.{rank:04d}", "wb") as f:
         for i in range(nobj):
             f.write(ckpt.object(rank, i))
+        comm.Barrier()
         f.sync()
 
 
