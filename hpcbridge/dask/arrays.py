@@ -30,6 +30,7 @@ import numpy as np
 from ..fs.api import url_to_fs
 from ..hdf5 import ChunkIndex, describe
 from ..hdf5.dataset import contiguous_runs
+from .chunks import user_chunks
 from .arrayread import ArrayReadSpec, BlockSource, read_array_block, read_source_block
 from .hosts import placement_blocks
 from .partitions import Chunk, Partition
@@ -186,7 +187,6 @@ def plan_hdf5(url: str, dataset: str, chunks=None, *, partition_size: int | None
               storage_options: dict | None = None):
     """``(fs, path, info, index, chunks, blocks)`` of a read: the dataset, its Dask chunks and,
     per Dask block, ``(region, chunk subset, byte ranges, host weights)``; no collection built."""
-    from dask.array.core import normalize_chunks
 
     if partition_size is None:
         partition_size = ARRAY_PARTITION_SIZE
@@ -203,12 +203,7 @@ def plan_hdf5(url: str, dataset: str, chunks=None, *, partition_size: int | None
         else:
             chunks = tuple((n,) for n in info.shape)
     else:
-        try:
-            chunks = normalize_chunks(chunks, info.shape, dtype=info.dtype, previous_chunks=info.chunk,
-                                      limit=partition_size)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"bad chunks {chunks!r} for dataset {dataset!r} of shape {info.shape} in {url}: {exc}") \
-                from None
+        chunks = user_chunks(chunks, info.shape, info.dtype, info.chunk, f"dataset {dataset!r} in {url}")
     bounds = [np.concatenate([[0], np.cumsum(c)]).astype(np.int64) for c in chunks]
     owned = _assign_chunks(index, info.chunk, bounds) if info.layout == "chunked" else {}
     blocks = {}

@@ -33,10 +33,10 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     group:
         A group of the file (default: the root group).
     chunks:
-        Dask chunks: ``{dimension: size}`` (as xarray; dimensions not named get ``"auto"``,
-        variables without a named dimension keep the default), or chunks for every variable
-        (anything ``dask.array`` accepts). Default: chunks that follow storage, see
-        :func:`~hpcbridge.dask.read_hdf5`.
+        Dask chunks: ``{dimension: size}`` (as xarray: a dimension not named gets the HDF5
+        chunk, or the whole axis of contiguous data; ``{}`` the HDF5 chunks), or chunks for
+        every variable (anything ``dask.array`` accepts). Default: chunks that follow storage
+        and block locations, see :func:`~hpcbridge.dask.read_hdf5`.
     locality, client, storage_options, partition_size, balance, memory_map:
         As for :func:`~hpcbridge.dask.read_hdf5`.
     job:
@@ -83,8 +83,11 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     continue
                 var_chunks = chunks
                 if isinstance(chunks, dict):
-                    var_chunks = None if not set(chunks) & set(var.dims) else \
-                        tuple(chunks.get(d, "auto") for d in var.dims)
+                    # As xarray: a dimension not named (or None) gets the engine's preferred
+                    # chunk, the HDF5 chunk (the whole axis of contiguous data); {} all of them.
+                    preferred = var.encoding.get("preferred_chunks") or {}
+                    var_chunks = tuple(chunks[d] if chunks.get(d) is not None else preferred.get(d, -1)
+                                       for d in var.dims)
                 data = read_hdf5(url, prefix + name, var_chunks, locality=locality, client=client,
                                  storage_options=storage_options, partition_size=partition_size,
                                  balance=balance, job=job, memory_map=memory_map)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 from ..fs.api import url_to_fs
+from .chunks import user_chunks
 from .hosts import placement_blocks
 from .partitions import Chunk, Partition
 from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_plugin, locality_plan, worker_hosts
@@ -134,7 +135,6 @@ def read_zarr(url: str, component: str | None = None, chunks=None, *, locality: 
         Naming the URL (see :func:`open_zarr_array`); bad ``chunks`` raise ``ValueError``.
     """
     import dask.array as da
-    from dask.array.core import normalize_chunks
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
@@ -142,10 +142,7 @@ def read_zarr(url: str, component: str | None = None, chunks=None, *, locality: 
     metadata = array.metadata
     shape, dtype = tuple(array.shape), np.dtype(array.dtype)
     stored = tuple(metadata.chunk_grid.chunk_shape)  # the chunk objects (shards, if sharded)
-    try:
-        chunks = normalize_chunks(stored if chunks is None else chunks, shape, dtype=dtype, previous_chunks=stored)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"bad chunks {chunks!r} for the Zarr array of shape {shape} at {url}: {exc}") from None
+    chunks = user_chunks(stored if chunks is None else chunks, shape, dtype, stored, f"the Zarr array at {url}")
     bounds = [np.concatenate([[0], np.cumsum(c)]).astype(np.int64) for c in chunks]
     base = root.rstrip("/") + ("/" + component if component else "")
     regions, objects = {}, {}

@@ -105,6 +105,43 @@ def test_explicit_chunks_not_aligned_to_storage(url, h5file):
     np.testing.assert_array_equal(contig[3:200:7, ::3, 1].compute(), h5file[1]["contig"][3:200:7, ::3, 1])
 
 
+@pytest.mark.parametrize("chunks", ["1KiB", ("1KiB", -1), "128MiB", "auto", 5, (7, -1), ((30, 7), (11,))])
+def test_user_chunks_are_dask_from_arrays(tmp_path, chunks):
+    """Oracle: dask.array.from_array of the h5py dataset, and from_zarr: byte sizes other than
+    partition_size were refused, "auto" ignored dask's array.chunk-size."""
+    import dask
+    import dask.array as da
+    import zarr
+
+    data = np.arange(37 * 11, dtype="f8").reshape(37, 11)
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        f.create_dataset("x", data=data)
+        f.create_dataset("k", data=data, chunks=(5, 4))
+    zarr.create_array(tmp_path / "c.zarr", shape=data.shape, chunks=(5, 4), dtype="f8")[...] = data
+    with dask.config.set({"array.chunk-size": "1KiB"}), h5py.File(tmp_path / "c.h5") as f:
+        for name in ("x", "k"):
+            ours = hd.read_hdf5(f"file://{tmp_path}/c.h5", name, chunks=chunks)
+            assert ours.chunks == da.from_array(f[name], chunks=chunks).chunks, name
+            np.testing.assert_array_equal(ours.compute(scheduler="sync"), data)
+        ours = hd.read_zarr(f"file://{tmp_path}/c.zarr", chunks=chunks)
+        assert ours.chunks == da.from_zarr(str(tmp_path / "c.zarr"), chunks=chunks).chunks
+
+
+@pytest.mark.parametrize("chunks", [-2, (-3, 4), ((30, 8), (11,)), 0])
+def test_chunks_that_are_not_blocks_of_the_array_are_refused(tmp_path, chunks):
+    """read_zarr took chunks=-2 and returned an array of shape (-1, -1) holding (36, 10)."""
+    import zarr
+
+    data = np.arange(37 * 11, dtype="f8").reshape(37, 11)
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        f.create_dataset("k", data=data, chunks=(5, 4))
+    zarr.create_array(tmp_path / "c.zarr", shape=data.shape, chunks=(5, 4), dtype="f8")[...] = data
+    with pytest.raises(ValueError, match=r"bad chunks .*c\.h5"):
+        hd.read_hdf5(f"file://{tmp_path}/c.h5", "k", chunks=chunks)
+    with pytest.raises(ValueError, match=r"bad chunks .*c\.zarr"):
+        hd.read_zarr(f"file://{tmp_path}/c.zarr", chunks=chunks)
+
+
 def test_default_blocks_follow_storage(tmp_path):
     """Contiguous: slabs cut at the (logical) storage blocks; chunked: whole chunks grouped."""
     path = tmp_path / "b.h5"

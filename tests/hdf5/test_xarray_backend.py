@@ -309,3 +309,24 @@ def test_netcdf_files_h5netcdf_opens_open_alike(tmp_path):
     with pytest.raises(ValueError) as ours:
         xr.open_dataset(f"file://{calendar}", engine="hpcbridge", use_cftime=False)
     assert not isinstance(ours.value, HDF5Error) and str(ours.value) == str(stock_error.value)
+
+
+@pytest.mark.parametrize("chunks", [{}, {"time": 3}, {"foo": 3}, {"time": "auto"}, {"time": None, "lat": 2}])
+def test_dict_chunks_leave_unnamed_dimensions_at_the_hdf5_chunks_as_xarray(tmp_path, chunks):
+    """Oracle: xr.open_dataset with the h5netcdf engine. Unnamed dimensions got "auto" (whole
+    axes here), and {} the default blocks, where xarray gives the engine's preferred chunks."""
+    import h5netcdf
+
+    import hpcbridge.dask as hd
+
+    path = tmp_path / "c.nc"
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"time": 12, "lat": 9, "lon": 10}
+        f.create_variable("tas", ("time", "lat", "lon"), "f4", chunks=(5, 4, 10))[:] = \
+            np.arange(1080, dtype="f4").reshape(12, 9, 10)
+        f.create_variable("flat", ("lat", "lon"), "f4")[:] = np.ones((9, 10), "f4")  # contiguous
+    stock = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    ours = hd.open_dataset(f"file://{path}", chunks=chunks)
+    for name in ("tas", "flat"):
+        assert ours[name].chunks == stock[name].chunks, name
+        xr.testing.assert_identical(ours[name].load(), stock[name].load())
