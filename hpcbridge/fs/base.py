@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import errno
 import io
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from typing import ClassVar
@@ -177,6 +178,15 @@ class FileSystem(abc.ABC):
         """
         p = self._path(path)
         m = OpenMode.parse(mode, self.url(p))
+        # Arguments are checked before the file is opened, as open() checks them: a truncating
+        # open must not empty the file and then fail.
+        buffering = operator.index(buffering)  # TypeError for None, floats, strings
+        if buffering < 0:
+            buffering = -1
+        if not m.text:
+            for name, value in (("an encoding", encoding), ("an errors", errors), ("a newline", newline)):
+                if value is not None:
+                    raise ValueError(f"binary mode doesn't take {name} argument ({self.url(p)})")
         if m.readable and m.writable and not self.capabilities.read_write:
             raise self._unsupported(f"read-write mode {mode!r}", p,
                                     self.unsupported_advice or "open for reading or writing only")

@@ -10,6 +10,7 @@ transfers go straight from the caller's buffer to the raw file without a copy.
 from __future__ import annotations
 
 import io
+import operator
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
@@ -259,12 +260,15 @@ class RawFile(io.RawIOBase):
 
     # -- io.RawIOBase ----------------------------------------------------------------------
     def readable(self) -> bool:
+        self._check_open()
         return self._open_mode.readable
 
     def writable(self) -> bool:
+        self._check_open()
         return self._open_mode.writable
 
     def seekable(self) -> bool:
+        self._check_open()
         return True
 
     def readinto(self, buffer) -> int:
@@ -289,6 +293,7 @@ class RawFile(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
+        offset, whence = operator.index(offset), operator.index(whence)  # as FileIO: no floats
         if whence == io.SEEK_SET:
             target = offset
         elif whence == io.SEEK_CUR:
@@ -466,6 +471,8 @@ def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=Non
     else:
         buffered = BufferedReader(raw, size)
     if mode.text:
-        return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline,
+        text = io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline,
                                 line_buffering=buffering == 1)
+        text.mode = mode.mode  # as open() sets it
+        return text
     return buffered

@@ -656,7 +656,9 @@ class HdfsFileSystem(FileSystem):
             reader = ReadaheadReader(raw, readahead, self.prefetch, self.pool.submit if self.prefetch else None,
                                      prefetch_size)
             if mode.text:
-                return io.TextIOWrapper(reader, encoding=encoding or "utf-8", errors=errors, newline=newline)
+                text = io.TextIOWrapper(reader, encoding=encoding or "utf-8", errors=errors, newline=newline)
+                text.mode = mode.mode  # as open() sets it
+                return text
             return reader
         return wrap_raw(raw, mode, buffering, encoding, errors, newline, self.buffer_size)
 

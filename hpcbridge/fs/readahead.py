@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
+import operator
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
@@ -104,9 +105,11 @@ class ReadaheadReader(io.BufferedIOBase):
         return "rb"
 
     def readable(self) -> bool:
+        self._check_open()
         return True
 
     def seekable(self) -> bool:
+        self._check_open()
         return True
 
     def writable(self) -> bool:
@@ -140,6 +143,7 @@ class ReadaheadReader(io.BufferedIOBase):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Move the position (the window is kept: seeking back into it costs nothing)."""
         self._check_open()
+        offset, whence = operator.index(offset), operator.index(whence)  # as BufferedReader: no floats
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
         if base is None:
             raise ValueError(f"invalid whence {whence} for {self.url}")
@@ -261,6 +265,8 @@ class ReadaheadReader(io.BufferedIOBase):
             self._hits += 1
             return self._cur[offset:offset + size]
         self._check_open()
+        if size is not None and size < -1:
+            raise ValueError(f"read length must be non-negative or -1, got {size} ({self.url})")
         remaining = max(0, self._size - position)
         size = remaining if size is None or size < 0 else min(size, remaining)
         found = self._locate(position)
@@ -292,7 +298,7 @@ class ReadaheadReader(io.BufferedIOBase):
         readahead window (io's generic readline may overshoot ``size`` where a line crosses
         the window's end)."""
         self._check_open()
-        limit = -1 if size is None else int(size)
+        limit = -1 if size is None else operator.index(size)  # as BufferedReader: no floats
         line = bytearray()
         while limit < 0 or len(line) < limit:
             window = self.peek(1)

@@ -550,6 +550,47 @@ class FileSystemConformance:
                 with pytest.raises(ValueError, match="whence"):
                     handle.seek(0, 7)
 
+    def test_bad_open_arguments_leave_the_file_alone(self, fs, root):
+        """As open(): arguments are checked before the file is opened; a truncating open with a
+        bad ``buffering`` emptied the file, then failed."""
+        path = f"{root}/precious.bin"
+        fs.write_bytes(path, b"precious data")
+        for mode in ("wb", "w"):
+            for buffering in (1.5, "8", None):
+                with pytest.raises(TypeError):
+                    fs.open(path, mode, buffering=buffering)
+        for name in ("encoding", "errors", "newline"):
+            with pytest.raises(ValueError, match=f"binary mode doesn't take an? {name} argument"):
+                fs.open(path, "wb", **{name: "utf-8" if name == "encoding" else "strict" if name == "errors" else ""})
+        assert fs.read_bytes(path) == b"precious data"
+        with fs.open(path, "rb", buffering=-2) as f:  # any negative size is the default, as open()
+            assert f.read() == b"precious data"
+
+    def test_seek_takes_integers_as_io_does(self, fs, root):
+        """numpy integers are integers (the next read failed); floats are refused (tell gave 1.5)."""
+        import numpy as np
+
+        path = f"{root}/seek-int.bin"
+        fs.write_bytes(path, b"0123456789")
+        with fs.open(path, "rb") as f, fs.open(path, "rb", buffering=0) as raw:
+            for handle in (f, raw):
+                assert handle.seek(np.int64(3)) == 3 and handle.read(2) == b"34"
+                with pytest.raises(TypeError):
+                    handle.seek(1.5)
+                assert handle.tell() == 5
+            with pytest.raises(ValueError):  # as BufferedReader
+                f.read(-3)
+            with pytest.raises(TypeError):
+                f.readline(3.0)
+
+    def test_text_files_have_their_mode(self, fs, root):
+        path = f"{root}/mode.txt"
+        with fs.open(path, "w") as f:
+            assert f.mode == "w"
+            f.write("x")
+        with fs.open(path, "r") as f:
+            assert f.mode == "r"
+
     def test_closed_handles_refuse_every_call(self, fs, root):
         path = f"{root}/closed.bin"
         fs.write_bytes(path, b"0123456789")
@@ -559,7 +600,8 @@ class FileSystemConformance:
                 f.close()
                 for call in (lambda: f.pread(1, 0), lambda: f.preadinto(bytearray(1), 0),
                              lambda: f.pwrite(b"x", 0), lambda: f.read(), lambda: f.write(b"x"),
-                             lambda: f.seek(0), lambda: f.tell(), lambda: f.flush(), lambda: f.sync()):
+                             lambda: f.seek(0), lambda: f.tell(), lambda: f.flush(), lambda: f.sync(),
+                             lambda: f.seekable()) + ((lambda: f.readable(),) if mode == "rb" else ()):
                     with pytest.raises(ValueError, match="closed"):
                         call()
 
