@@ -455,6 +455,10 @@ class HdfsFileSystem(FileSystem):
             code = errno.EISDIR
         elif code == errno.EEXIST and "already exists as a directory" in message:
             code = errno.EISDIR
+        elif code == errno.EEXIST and ("current lease holder" in message or "AlreadyBeingCreated" in message):
+            # hdfs-native raises FileExistsError for AlreadyBeingCreatedException: another
+            # writer holds the file, which is EBUSY (as the RPC path maps it), not "exists".
+            code, message = errno.EBUSY, message + "; HDFS allows one writer per file"
         return os_error(code, self.url(path), BACKEND, message)
 
     def _translate_rpc(self, exc: RuntimeError, path: str, what: str) -> Exception:
@@ -701,6 +705,10 @@ class HdfsFileSystem(FileSystem):
         self._call("chmod", p, self.client.set_permission, p, permission)
 
     def set_replication(self, path, replication: int) -> None:
-        """Change the replication of an existing file."""
+        """Change the replication of an existing file (a missing path: FileNotFoundError; a
+        directory: IsADirectoryError, HDFS keeps no replication for directories)."""
         p = self._path(path)
-        self._call("setrep", p, self.client.set_replication, p, replication)
+        if self._info(p).is_dir:  # the NameNode answers "false" for both, which hdfs-native passed on silently
+            raise os_error(errno.EISDIR, self.url(p), BACKEND, "a directory has no replication: set its files'")
+        if self._call("setrep", p, self.client.set_replication, p, replication) is False:
+            raise os_error(errno.EIO, self.url(p), BACKEND, "the NameNode did not change the replication")

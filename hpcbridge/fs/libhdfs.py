@@ -282,7 +282,9 @@ _CAUSES = (("PathIsNotEmptyDirectoryException", errno.ENOTEMPTY), ("Directory is
            ("Path is not a file", errno.EISDIR), ("ConnectException", errno.ECONNREFUSED),
            ("NoRouteToHostException", errno.EHOSTUNREACH), ("FileNotFoundException", errno.ENOENT),
            ("FileAlreadyExistsException", errno.EEXIST), ("AccessControlException", errno.EACCES),
-           ("ParentNotDirectoryException", errno.ENOTDIR))
+           ("ParentNotDirectoryException", errno.ENOTDIR), ("AlreadyBeingCreatedException", errno.EBUSY),
+           ("RecoveryInProgressException", errno.EBUSY), ("LeaseExpiredException", errno.EBUSY),
+           ("current lease holder", errno.EBUSY))
 _BUILTIN = {errno.ENOENT: FileNotFoundError, errno.EEXIST: FileExistsError, errno.EACCES: PermissionError,
             errno.ENOTDIR: NotADirectoryError, errno.EISDIR: IsADirectoryError}
 

@@ -408,3 +408,34 @@ def test_hpcbridge_reads_what_the_java_client_wrote(hdfs_cluster, hdfs, hdfs_roo
     run = _fsshell(hdfs_cluster, "-put", str(tmp_path / "local.bin"), f"{hdfs_cluster.info.url}{hdfs_root}/from-java.bin")
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     assert hdfs.read_bytes(f"{hdfs_root}/from-java.bin") == data
+
+
+def test_set_replication_of_a_missing_path_or_a_directory_is_an_error(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: FsShell -setrep fails on a missing path and WebHDFS SETREPLICATION answers false
+    for a directory; hdfs-native passed the NameNode's false on silently (no error at all)."""
+    import json
+    import urllib.request
+
+    hdfs.mkdir(f"{hdfs_root}/d")
+    hdfs.write_bytes(f"{hdfs_root}/d/x", b"1")
+    url = (f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/d"
+           "?op=SETREPLICATION&replication=1&user.name=root")
+    request = urllib.request.Request(url, method="PUT")
+    assert json.loads(urllib.request.urlopen(request, timeout=30).read()) == {"boolean": False}
+    with pytest.raises(FileNotFoundError):
+        hdfs.set_replication(f"{hdfs_root}/missing", 1)
+    with pytest.raises(IsADirectoryError):
+        hdfs.set_replication(f"{hdfs_root}/d", 1)
+    hdfs.set_replication(f"{hdfs_root}/d/x", 1)
+    assert hdfs.info(f"{hdfs_root}/d/x").replication == 1
+
+
+def test_a_second_writer_is_ebusy_on_both_drivers(hdfs, hdfs_root):
+    """HDFS leases a file to one writer: the NameNode's AlreadyBeingCreatedException came back
+    as EEXIST (hdfs-native) or EIO (libhdfs); it is EBUSY, as the RPC path maps it."""
+    path = f"{hdfs_root}/busy.bin"
+    with hdfs.open(path, "wb") as first:
+        first.write(b"a")
+        with pytest.raises(OSError) as second:
+            hdfs.open(path, "ab")
+        assert second.value.errno == errno.EBUSY, second.value
