@@ -27,6 +27,10 @@ __all__ = ["HpcbridgeZarrStore"]
 _ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
+class _ReadOnlyStore(NotImplementedError, ValueError):
+    """A writable copy of a read-only store was asked for."""
+
+
 class HpcbridgeZarrStore(Store):
     """Read-only Zarr store of the files under directory ``root`` of hpcbridge file system ``fs``.
 
@@ -43,10 +47,12 @@ class HpcbridgeZarrStore(Store):
     supports_partial_writes: bool = False
     supports_listing: bool = True
 
-    def __init__(self, fs, root: str) -> None:
+    def __init__(self, fs, root: str, *, read_only: bool = True) -> None:
         super().__init__(read_only=True)
         self.fs = fs
         self.root = "/" + root.strip("/") if root.strip("/") else "/"
+        if not read_only:  # zarr's Store.open(..., read_only=False) passes it here
+            raise ValueError(f"{self}: hpcbridge Zarr stores are read-only (read_only=False was asked)")
         #: Storage fetches: ``[(path, offset, length)]``, in the order they completed.
         self.fetched: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
@@ -70,9 +76,11 @@ class HpcbridgeZarrStore(Store):
         self.__init__(state["fs"], state["root"])
 
     def with_read_only(self, read_only: bool = False) -> "HpcbridgeZarrStore":
-        """This store (it is read-only; asking for a writable one raises ``ValueError``)."""
+        """This store (it is read-only; asking for a writable one raises what zarr's ``Store``
+        raises, ``NotImplementedError``, also a ``ValueError``)."""
         if not read_only:
-            raise ValueError(f"{self}: hpcbridge Zarr stores are read-only")
+            raise _ReadOnlyStore(f"with_read_only is not implemented for the {type(self)} store type. "
+                                 f"({self}: hpcbridge Zarr stores are read-only)")
         return type(self)(self.fs, self.root)
 
     def path(self, key: str) -> str:
@@ -94,7 +102,7 @@ class HpcbridgeZarrStore(Store):
                 size = self.fs.info(path).size
                 offset, length = max(0, size - byte_range.suffix), None
             else:
-                raise TypeError(f"unexpected byte range {byte_range!r} for {self.fs.url(path)}")
+                raise TypeError(f"Unexpected byte_range, got {byte_range!r} (for {self.fs.url(path)})")  # zarr's words
             if length is None:
                 length = max(0, self.fs.info(path).size - offset)
             data = self.fs.pread(path, offset=offset, length=length)
