@@ -342,6 +342,8 @@ class _RawHandle(_Handle):
         super().__init__(*args)
         self.raw = raw
         self.position = 0  # where a backend without positional writes (HDFS) is
+        #: The state's generation when this reader's stream was opened (see readinto).
+        self.reader_generation = self.state.generation
 
     def end(self) -> int:
         return self.position if self.writable else 0
@@ -362,6 +364,21 @@ class _RawHandle(_Handle):
         return n
 
     def readinto(self, view, offset: int) -> int:
+        fs = self.ops.fs
+        if not fs.capabilities.visible_writes:
+            # A store that shows written bytes only once their writer closes (HDFS): a stream
+            # opened while this daemon writes the file sees none of it. Publish the writers
+            # (close them; their next write appends) and read through a new stream.
+            state = self.state
+            with state.lock:
+                holding = any(h.writable and getattr(h, "raw", None) is not None for h in state.handles)
+                if holding or self.reader_generation != state.generation:
+                    self.ops._publish(state)
+                    with self.lock:
+                        old, self.raw = self.raw, fs._open_raw(fs._path(self.ops.backend_path(self.path)),
+                                                               OpenMode.parse("rb", self.path))
+                        old.close()
+                    self.reader_generation = state.generation
         with self.lock:
             return self.raw.preadinto(view, offset)
 
@@ -627,6 +644,11 @@ class BridgeOperations(mfusepy.Operations):
             # POSIX rename(2) replaces a file; this store cannot do it in one step (HDFS):
             # remove the destination first (not atomic: see docs/mount.md).
             self.fs.rm(dst)
+        elif not self.fs.capabilities.rename_replaces and src != dst and self.fs.isdir(dst) and self.fs.isdir(src):
+            # ... and an empty directory; a non-empty one is ENOTEMPTY, as rename(2) says.
+            if next(iter(self.fs.iterdir(dst)), None) is not None:
+                raise mfusepy.FuseOSError(errno.ENOTEMPTY)
+            self.fs.rmdir(dst)
         self.fs.rename(src, dst)
         with self._states_lock:
             for state in moved:
@@ -716,6 +738,13 @@ class BridgeOperations(mfusepy.Operations):
                                   lambda state: _PlfsHandle(self, path, state, readable, writable))
             trunc = trunc and not created  # made empty just now
         else:
+            if writable and not fs.capabilities.positional_write:
+                # One writer per file (HDFS leases it): a second open for writing would see the
+                # file still being written as empty and create it again over the first.
+                with self._states_lock:
+                    state = self._states.get(path)
+                    if state is not None and any(h.writable for h in state.handles):
+                        raise mfusepy.FuseOSError(errno.EBUSY)
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
 

@@ -75,6 +75,23 @@ def plfs_hdfs_mount(hdfs_cluster):
         hdfs.rm(root, recursive=True)
 
 
+@pytest.fixture(scope="module")
+def hdfs_plain_mount(hdfs_cluster):
+    """The session HDFS itself (no PLFS), mounted for the module."""
+    _skip_without_fuse()
+    import hpcbridge
+
+    info = hdfs_cluster.info
+    webhdfs = f"http://127.0.0.1:{info.http_port}"
+    hdfs = hpcbridge.connect(info.url, webhdfs=webhdfs)
+    root = f"/mount-tests/{uuid.uuid4().hex[:10]}"
+    hdfs.mkdir(root, parents=True)
+    try:
+        yield from mounted(f"{info.url}{root}", [f"webhdfs={webhdfs}"])
+    finally:
+        hdfs.rm(root, recursive=True)
+
+
 @pytest.fixture(params=["posix", "hdfs"])
 def plfs_mount(request):
     """Each PLFS mount in turn (PLFS on POSIX, PLFS on HDFS)."""

@@ -1,0 +1,85 @@
+"""Mounts of HDFS (plain and PLFS on it) against a local directory as the oracle: a reader
+opened while this daemon writes the file, a second writer, a directory renamed over another."""
+
+import errno
+import os
+
+import pytest
+
+pytestmark = pytest.mark.hdfs
+
+
+@pytest.fixture(params=["hdfs", "plfs_hdfs"])
+def hdfs_mount_dir(request, tmp_path):
+    """``(directory in an HDFS-backed mount, local oracle directory)``."""
+    mounted = request.getfixturevalue(f"{request.param}_mount" if request.param == "plfs_hdfs"
+                                      else "hdfs_plain_mount")
+    directory = os.path.join(mounted.path, f"{request.param}-{os.urandom(4).hex()}")
+    os.mkdir(directory)
+    return directory, str(tmp_path)
+
+
+def _outcome(call):
+    try:
+        result = call()
+        return "ok" if result is None else result
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+
+def test_a_reader_sees_what_another_descriptor_wrote(hdfs_mount_dir):
+    """hdfs://: a reader opened while a descriptor of this daemon wrote the file read 0 bytes,
+    even after the writer closed (the docs promise its bytes)."""
+    results = []
+    for root in hdfs_mount_dir:
+        path = os.path.join(root, "f")
+        w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(w, b"x" * 1000)
+        r = os.open(path, os.O_RDONLY)
+        seen = [os.stat(path).st_size, len(os.pread(r, 4096, 0))]
+        os.close(w)
+        seen.append(len(os.pread(r, 4096, 0)))
+        os.close(r)
+        results.append(seen)
+    assert results[0] == results[1] == [1000, 1000, 1000]
+
+
+def test_a_second_writer_never_loses_the_first_ones_bytes(hdfs_mount_dir):
+    """hdfs://: an O_APPEND open of a file another descriptor was writing re-created it (HDFS
+    showed it empty): the 1000 bytes written were lost. Now it is EBUSY there (one writer per
+    HDFS file); PLFS on HDFS takes both writers, as the local file system does."""
+    mount_dir, local = hdfs_mount_dir
+    results = []
+    for root in (local, mount_dir):
+        path = os.path.join(root, "g")
+        w1 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(w1, b"a" * 1000)
+        try:
+            w2 = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            second = errno.errorcode[exc.errno]
+        else:
+            os.write(w2, b"b" * 10)
+            os.close(w2)
+            second = "ok"
+        os.write(w1, b"c" * 10)
+        os.close(w1)
+        with open(path, "rb") as f:
+            data = f.read()
+        results.append((second, data[:1000] == b"a" * 1000, len(data)))
+    plain_hdfs = "/hdfs-" in mount_dir
+    assert results[1] == (("EBUSY", True, 1010) if plain_hdfs else results[0])
+
+
+def test_a_directory_renamed_over_another_as_rename_2(hdfs_mount_dir):
+    """Over an empty directory: replaced; over a non-empty one: ENOTEMPTY (both were EEXIST)."""
+    results = []
+    for root in hdfs_mount_dir:
+        for d in ("src", "empty", "full"):
+            os.mkdir(os.path.join(root, d))
+        for f in ("src/k", "full/f"):
+            open(os.path.join(root, f), "wb").close()
+        outcomes = [_outcome(lambda: os.rename(os.path.join(root, "src"), os.path.join(root, "full"))),
+                    _outcome(lambda: os.rename(os.path.join(root, "src"), os.path.join(root, "empty")))]
+        results.append((outcomes, sorted(os.listdir(root)), os.listdir(os.path.join(root, "empty"))))
+    assert results[1] == results[0] == (["ENOTEMPTY", "ok"], ["empty", "full"], ["k"])
