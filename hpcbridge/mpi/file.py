@@ -776,6 +776,9 @@ class File:
         # Handles that see only their own writes (PLFS) learn the file's end from every rank:
         # this allreduce is also the barrier.
         self._target.synced(self.comm.allreduce(self._target.size(), op=MPI.MAX))
+        # sync-barrier-sync orders two ranks' writes of the same bytes (MPI's consistency rule):
+        # on PLFS, where sequence numbers decide, a write after it must outrank any before it.
+        self._plfs_sequence_floor()
 
     # -- modes, groups, hints, atomicity, errors ----------------------------------------------
     def Get_amode(self) -> int:

@@ -381,9 +381,12 @@ def _open_log_structured(comm, fs, path: str, mode: AccessMode) -> Target:
         # MPI's "create without truncate" would need the old job kept: say so instead of guessing.
         exists = fs.exists(path) if comm.rank == 0 else None
         exists = comm.bcast(exists, root=0)
+        if not exists and not mode.create:  # as open(2) without O_CREAT, on every rank
+            raise os_error(errno.ENOENT, full_url, fs.backend_name)
         if exists and not mode.exclusive:
             raise io.UnsupportedOperation(f"{full_url}: {fs.backend_name} files are rewritten whole: open with "
-                                          f"mode 'w' (MPI.MODE_CREATE without truncation is not supported there)")
+                                          f"mode 'w' (opening an existing file for writing without truncating "
+                                          f"it is not supported there)")
     handle = fs.open_collective(path, "rb" if mode.read else ("xb" if mode.exclusive else "wb"), comm)
     # Read handles come buffered: take their raw file out (detach), or the buffer's finaliser
     # would close it under us.

@@ -282,3 +282,44 @@ def test_a_buffer_that_is_not_whole_elements_is_refused_as_mpi4py_does(mpi_tmp_p
         finally:
             f.Close()
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_a_write_after_sync_barrier_sync_wins_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """MPI orders two ranks' writes of the same bytes separated by sync-barrier-sync. On PLFS
+    the later write of rank 0 lost to the last rank's 20 earlier one-byte writes (each process
+    numbers its writes itself)."""
+    def write(f, comm):
+        if comm.rank == comm.size - 1:
+            for k in range(20):
+                f.Write_at(k, _fill(1, 0xBB))
+        f.Sync()
+        comm.Barrier()
+        f.Sync()
+        if comm.rank == 0:
+            f.Write_at(0, _fill(20, 0xAA))
+
+    def check():
+        _, _, want, got = _both(world, str(mpi_tmp_path), backend, "sync-order", write)
+        if world.rank == 0:
+            assert want == got == bytes([0xAA]) * 20
+
+    if world.size < 2:
+        pytest.skip("needs two ranks")
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_a_missing_file_opened_without_mode_create_is_enoent_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """PLFS created the file (a container) where Open MPI says ERR_NO_SUCH_FILE."""
+    from mpi4py import MPI
+
+    classes = []
+    for opener, where, options in ((MPI.File.Open, os.path.join(str(mpi_tmp_path), "enoent.ompi"), {}),
+                                   (File.Open, *backend_url(backend, str(mpi_tmp_path), "enoent"))):
+        with pytest.raises(MPI.Exception) as error:
+            opener(world, where, MPI.MODE_WRONLY, **options)
+        classes.append(error.value.Get_error_class())
+    assert classes[0] == classes[1] == MPI.ERR_NO_SUCH_FILE
+    url, options = backend_url(backend, str(mpi_tmp_path), "enoent")
+    assert not hpcbridge.url_to_fs(url, **options)[0].exists(url)
