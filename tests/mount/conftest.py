@@ -58,9 +58,8 @@ def plfs_posix_mount():
         shutil.rmtree(backing, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def plfs_hdfs_mount(hdfs_cluster):
-    """PLFS on the session HDFS, mounted for the module."""
+def _mounted_on_hdfs(hdfs_cluster, prefix: str):
+    """A fresh directory of the session HDFS mounted as ``prefix + hdfs://...`` (removed after)."""
     _skip_without_fuse()
     import hpcbridge
 
@@ -70,26 +69,21 @@ def plfs_hdfs_mount(hdfs_cluster):
     root = f"/mount-tests/{uuid.uuid4().hex[:10]}"
     hdfs.mkdir(root, parents=True)
     try:
-        yield from mounted(f"plfs+{info.url}{root}", [f"webhdfs={webhdfs}"])
+        yield from mounted(f"{prefix}{info.url}{root}", [f"webhdfs={webhdfs}"])
     finally:
         hdfs.rm(root, recursive=True)
+
+
+@pytest.fixture(scope="module")
+def plfs_hdfs_mount(hdfs_cluster):
+    """PLFS on the session HDFS, mounted for the module."""
+    yield from _mounted_on_hdfs(hdfs_cluster, "plfs+")
 
 
 @pytest.fixture(scope="module")
 def hdfs_plain_mount(hdfs_cluster):
     """The session HDFS itself (no PLFS), mounted for the module."""
-    _skip_without_fuse()
-    import hpcbridge
-
-    info = hdfs_cluster.info
-    webhdfs = f"http://127.0.0.1:{info.http_port}"
-    hdfs = hpcbridge.connect(info.url, webhdfs=webhdfs)
-    root = f"/mount-tests/{uuid.uuid4().hex[:10]}"
-    hdfs.mkdir(root, parents=True)
-    try:
-        yield from mounted(f"{info.url}{root}", [f"webhdfs={webhdfs}"])
-    finally:
-        hdfs.rm(root, recursive=True)
+    yield from _mounted_on_hdfs(hdfs_cluster, "")
 
 
 @pytest.fixture(params=["posix", "hdfs"])
