@@ -461,9 +461,8 @@ def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=Non
         if mode.text:
             raise ValueError(f"can't have unbuffered text I/O on {raw.url}")
         return raw
-    size = default_buffer_size if buffering in (-1, 1) or buffering is None else buffering
-    if size < 0:
-        raise ValueError(f"invalid buffering {buffering} for {raw.url}")
+    # FileSystem.open has checked ``buffering`` (an int, negative ones made -1) before opening.
+    size = default_buffer_size if buffering in (-1, 1) else buffering
     if mode.readable and mode.writable:
         buffered = BufferedRandom(raw, size)
     elif mode.writable:

@@ -653,7 +653,7 @@ class HdfsFileSystem(FileSystem):
 
     def _wrap(self, raw, mode: OpenMode, buffering: int, encoding, errors, newline):
         if mode.readable and not mode.writable and buffering != 0:
-            readahead = self.readahead if buffering in (-1, 1, None) else buffering
+            readahead = self.readahead if buffering in (-1, 1) else buffering
             prefetch_size = None
             if self.prefetch:  # whole-block prefetch (seed 000): the file's block size, capped
                 prefetch_size = min(self._info(raw._path).block_size, self.MAX_PREFETCH)

@@ -69,7 +69,7 @@ class _Suite(StoreTests[HpcbridgeZarrStore, cpu.Buffer]):
     # -- the backend ----------------------------------------------------------------------------
     @pytest.fixture
     def url(self, tmp_path):
-        raise NotImplementedError
+        raise NotImplementedError("each backend's subclass below gives the store's URL")
 
     @pytest.fixture
     def store_kwargs(self, url):
