@@ -65,6 +65,8 @@ def main(argv=None) -> int:
             raise ValueError(f"{args.url}: mounting multi-volume PLFS URLs is not supported; mount one volume root")
         root = fs._path(root)
         if not fs.isdir(root):
+            if not fs.exists(root):
+                raise FileNotFoundError(f"{args.url} does not exist (mount an existing directory of the backend)")
             raise NotADirectoryError(f"{args.url} is not a directory (mount a directory of the backend)")
         from .ops import BridgeFUSE, BridgeOperations
     except Exception as exc:  # reported by the parent, which quotes this output

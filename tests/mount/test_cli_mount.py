@@ -47,7 +47,10 @@ def test_mount_errors_are_clear(tmp_path):
     assert run.returncode == 1 and "not a directory" in run.stderr
     (tmp_path / "mnt").mkdir()
     run = _cli("mount", f"plfs+file://{tmp_path}/nope", str(tmp_path / "mnt"))
-    assert run.returncode == 1 and "nope" in run.stderr
+    assert run.returncode == 1 and "nope does not exist" in run.stderr and "FileNotFoundError" in run.stderr
+    (tmp_path / "f").write_bytes(b"x")
+    run = _cli("mount", f"file://{tmp_path}/f", str(tmp_path / "mnt"))
+    assert run.returncode == 1 and "f is not a directory" in run.stderr
     run = _cli("mount", "nosuch://x/y", str(tmp_path / "mnt"))
     assert run.returncode == 1 and "nosuch" in run.stderr
     run = _cli("mount", f"file://{tmp_path}", str(tmp_path / "mnt"), "-o", "bogus")
