@@ -72,6 +72,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
             raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
         with raw:
+            stored = _stored_names(f, prefix)
             variables = {}
             for name, var in raw.variables.items():
                 if var.dtype.subdtype is not None:
@@ -88,7 +89,8 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     preferred = var.encoding.get("preferred_chunks") or {}
                     var_chunks = tuple(chunks[d] if chunks.get(d) is not None else preferred.get(d, -1)
                                        for d in var.dims)
-                data = read_hdf5(url, prefix + name, var_chunks, locality=locality, client=client,
+                dataset = prefix + stored.get(name, name)
+                data = read_hdf5(url, dataset, var_chunks, locality=locality, client=client,
                                  storage_options=storage_options, partition_size=partition_size,
                                  balance=balance, job=job, memory_map=memory_map)
                 if var.dtype.kind == "b" and data.dtype.kind != "b":
@@ -99,13 +101,31 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     # A variable of an unlimited dimension written shorter than the dimension
                     # (NetCDF-4 grows only the variables written): h5netcdf pads it at the end
                     # with the HDF5 fill value.
-                    data = _padded(data, var.shape, f, prefix + name, url)
+                    data = _padded(data, var.shape, f, dataset, url)
                 if var.dtype == "S1" and len(data.chunks[-1]) > 1:
                     data = data.rechunk({data.ndim - 1: -1})  # characters of one string together
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
+            # As xarray.open_dataset: unlimited_dims (to_netcdf writes them unlimited again), source.
+            ds.encoding = {**raw.encoding, "source": url}
     ds.attrs["hpcbridge_job"] = job
     return xr.decode_cf(ds, **decode) if decoding else ds
+
+
+#: How NetCDF-4 (netCDF-C and h5netcdf alike) names the HDF5 dataset of a variable that has the
+#: name of a dimension but is not that dimension's coordinate variable: the dimension's scale
+#: holds the plain name.
+_NON_COORD = "_nc4_non_coord_"
+
+
+def _stored_names(f, group: str) -> dict[str, str]:
+    """``{variable name: HDF5 dataset name}`` of the variables of ``group`` whose dataset is not
+    named as the variable (``x`` stored as ``_nc4_non_coord_x``; h5netcdf reads it as ``x``,
+    while the dataset ``x`` is the dimension's scale, of another size and type)."""
+    import h5py
+
+    with h5py.File(f, "r") as h5:
+        return {key[len(_NON_COORD):]: key for key in h5[group].keys() if key.startswith(_NON_COORD)}
 
 
 def _padded(data, shape: tuple, f, dataset: str, url: str):

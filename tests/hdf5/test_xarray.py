@@ -109,3 +109,27 @@ def test_xarray_on_hdfs(dask_testbed, netcdf):
         assert report.tasks >= 2 and set(report.bytes_by_host) <= set(dask_testbed.hosts)
     finally:
         dask_testbed.fs().rm(root, recursive=True)
+
+
+def test_variable_named_as_another_dimension_and_dataset_encoding(tmp_path):
+    """A variable with the name of a dimension it does not use is stored by NetCDF-4 as
+    `_nc4_non_coord_<name>` (the dataset `<name>` is the dimension's scale): its values are
+    those h5netcdf reads, not the scale's; the dataset's encoding names the unlimited dimensions
+    as xarray's does."""
+    path = tmp_path / "noncoord.nc"
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"x": 4, "lat": 5, "time": None}
+        f.create_variable("x", ("lat",), "i4", data=np.arange(5) * 100)
+        f.create_variable("v", ("x",), "f8", data=np.arange(4.0))
+        f.resize_dimension("time", 3)
+        f.create_variable("time", ("time",), "f8", data=[1.0, 2.0, 3.0])
+        f.create_group("g").create_variable("x", ("lat",), "i2", data=np.arange(5) - 2)
+    with h5py.File(path, "r") as f:
+        assert "_nc4_non_coord_x" in f and f["x"].shape == (4,)
+    for group in (None, "g"):
+        ds = hd.open_dataset(f"file://{path}", group=group)
+        ref = expected(path, group)
+        assert ds.x.dtype == ref.x.dtype
+        xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
+        assert ds.encoding["unlimited_dims"] == ref.encoding["unlimited_dims"]
+        assert ds.encoding["source"] == f"file://{path}"
