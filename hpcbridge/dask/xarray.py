@@ -108,8 +108,17 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
             # As xarray.open_dataset: unlimited_dims (to_netcdf writes them unlimited again), source.
             ds.encoding = {**raw.encoding, "source": url}
+            _name_source(ds, url)
     ds.attrs["hpcbridge_job"] = job
     return xr.decode_cf(ds, **decode) if decoding else ds
+
+
+def _name_source(ds, url: str) -> None:
+    """Set the ``source`` of each variable's encoding to ``url``, as xarray's engines set it to
+    the path they opened (the h5netcdf engine, given a file object, records the object)."""
+    for var in ds.variables.values():
+        if "source" in var.encoding:
+            var.encoding["source"] = url
 
 
 #: How NetCDF-4 (netCDF-C and h5netcdf alike) names the HDF5 dataset of a variable that has the

@@ -115,7 +115,7 @@ def test_variable_named_as_another_dimension_and_dataset_encoding(tmp_path):
     """A variable with the name of a dimension it does not use is stored by NetCDF-4 as
     `_nc4_non_coord_<name>` (the dataset `<name>` is the dimension's scale): its values are
     those h5netcdf reads, not the scale's; the dataset's encoding names the unlimited dimensions
-    as xarray's does."""
+    as xarray's does, and every encoding's source is the URL (as xarray's is the path)."""
     path = tmp_path / "noncoord.nc"
     with h5netcdf.File(path, "w") as f:
         f.dimensions = {"x": 4, "lat": 5, "time": None}
@@ -132,4 +132,4 @@ def test_variable_named_as_another_dimension_and_dataset_encoding(tmp_path):
         assert ds.x.dtype == ref.x.dtype
         xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
         assert ds.encoding["unlimited_dims"] == ref.encoding["unlimited_dims"]
-        assert ds.encoding["source"] == f"file://{path}"
+        assert ds.encoding["source"] == f"file://{path}" and ds.x.encoding["source"] == f"file://{path}"
