@@ -19,6 +19,9 @@ from .scheduling import DEFAULT_BALANCE
 
 __all__ = ["open_dataset"]
 
+#: Options of xarray's h5netcdf engine that open_dataset passes to it (not to decode_cf).
+_ENGINE_OPTIONS = ("phony_dims", "drop_variables", "decode_vlen_strings", "invalid_netcdf")
+
 
 def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: bool = True, client=None,
                  storage_options: dict | None = None, partition_size: int | None = None,
@@ -44,8 +47,9 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         ``attrs["hpcbridge_job"]``).
     **decode:
         Options of ``xarray.decode_cf`` (``decode_times``, ``mask_and_scale``, ...);
-        ``decode_cf=False`` skips it; ``phony_dims=`` goes to the ``h5netcdf`` engine (HDF5
-        files without NetCDF dimensions).
+        ``decode_cf=False`` skips it; ``phony_dims=`` (HDF5 files without NetCDF dimensions),
+        ``drop_variables=``, ``decode_vlen_strings=`` and ``invalid_netcdf=`` go to the
+        ``h5netcdf`` engine.
 
     Variables of fixed-size numeric types are Dask arrays; variable-length strings are read at
     once (xarray's own reader); character arrays keep their character axis in one block (CF
@@ -61,7 +65,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     job = job or uuid.uuid4().hex[:12]
     prefix = "/" + group.strip("/") + "/" if group and group.strip("/") else "/"
     decoding = decode.pop("decode_cf", True)
-    engine_options = {k: decode.pop(k) for k in ("phony_dims", "drop_variables") if k in decode}
+    engine_options = {k: decode.pop(k) for k in _ENGINE_OPTIONS if k in decode}
     with open_cached(fs, path) as f:
         read_superblock(f, url)  # NotHDF5Error naming the URL (NetCDF-3 classic files included)
         try:

@@ -19,8 +19,8 @@ from hpcbridge.fs.transfer import copy_file  # noqa: E402
 from hpcbridge.hdf5 import NotHDF5Error  # noqa: E402
 
 
-def expected(path, group=None):
-    return xr.open_dataset(path, engine="h5netcdf", group=group).load()
+def expected(path, group=None, **options):
+    return xr.open_dataset(path, engine="h5netcdf", group=group, **options).load()
 
 
 def test_open_dataset_equals_xarray(netcdf, tmp_path):
@@ -133,3 +133,16 @@ def test_variable_named_as_another_dimension_and_dataset_encoding(tmp_path):
         xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
         assert ds.encoding["unlimited_dims"] == ref.encoding["unlimited_dims"]
         assert ds.encoding["source"] == f"file://{path}" and ds.x.encoding["source"] == f"file://{path}"
+
+
+def test_h5netcdf_engine_options_pass_through(tmp_path):
+    """decode_vlen_strings= and invalid_netcdf= are the h5netcdf engine's (they were given to
+    xarray.decode_cf, a TypeError)."""
+    path = tmp_path / "vlen.nc"
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"n": 3}
+        f.create_variable("s", ("n",), h5py.string_dtype(), data=np.array(["a", "bb", "ccc"], dtype=object))
+        f.create_variable("v", ("n",), "f4", data=[1, 2, 3])
+    for options in ({"decode_vlen_strings": False}, {"decode_vlen_strings": True}, {"invalid_netcdf": True}):
+        ds = hd.open_dataset(f"file://{path}", **options).load()
+        xr.testing.assert_identical(ds.drop_attrs(deep=False), expected(path, **options).drop_attrs(deep=False))
