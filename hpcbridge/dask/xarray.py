@@ -15,6 +15,7 @@ from ..fs.api import url_to_fs
 from ..hdf5 import HDF5Error
 from ..hdf5.dataset import open_cached
 from ..hdf5.layout import read_superblock
+from .chunks import user_chunks
 from .scheduling import DEFAULT_BALANCE
 
 __all__ = ["open_dataset"]
@@ -76,7 +77,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
             raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
         with raw:
-            stored = _stored_names(f, prefix)
+            stored = _stored_datasets(f, prefix)
             variables = {}
             for name, var in raw.variables.items():
                 if var.dtype.subdtype is not None:
@@ -93,8 +94,12 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     preferred = var.encoding.get("preferred_chunks") or {}
                     var_chunks = tuple(chunks[d] if chunks.get(d) is not None else preferred.get(d, -1)
                                        for d in var.dims)
-                dataset = prefix + stored.get(name, name)
-                data = read_hdf5(url, dataset, var_chunks, locality=locality, client=client,
+                dataset, shape = stored.get(name, (name, var.shape))
+                dataset = prefix + dataset
+                # A variable shorter than its dimensions (below) is read in its stored blocks and
+                # given the chunks asked for once padded: they are chunks of the padded shape.
+                data = read_hdf5(url, dataset, var_chunks if shape == var.shape else None, locality=locality,
+                                 client=client,
                                  storage_options=storage_options, partition_size=partition_size,
                                  balance=balance, job=job, memory_map=memory_map)
                 if var.dtype.kind == "b" and data.dtype.kind != "b":
@@ -106,6 +111,10 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     # (NetCDF-4 grows only the variables written): h5netcdf pads it at the end
                     # with the HDF5 fill value.
                     data = _padded(data, var.shape, f, dataset, url)
+                    if var_chunks is not None:
+                        data = data.rechunk(user_chunks(var_chunks, var.shape, data.dtype,
+                                                        var.encoding.get("chunksizes"),
+                                                        f"variable {name!r} of {url}"))
                 if var.dtype == "S1" and len(data.chunks[-1]) > 1:
                     data = data.rechunk({data.ndim - 1: -1})  # characters of one string together
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
@@ -131,14 +140,23 @@ def _name_source(ds, url: str) -> None:
 _NON_COORD = "_nc4_non_coord_"
 
 
-def _stored_names(f, group: str) -> dict[str, str]:
-    """``{variable name: HDF5 dataset name}`` of the variables of ``group`` whose dataset is not
-    named as the variable (``x`` stored as ``_nc4_non_coord_x``; h5netcdf reads it as ``x``,
-    while the dataset ``x`` is the dimension's scale, of another size and type)."""
+def _stored_datasets(f, group: str) -> dict[str, tuple[str, tuple]]:
+    """``{variable name: (HDF5 dataset name, stored shape)}`` of the datasets of ``group``.
+
+    A variable is not always stored under its name: ``x`` that is not the coordinate variable of
+    dimension ``x`` is ``_nc4_non_coord_x`` (h5netcdf reads it as ``x``; the dataset ``x`` is
+    the dimension's scale, of another size and type). Its stored shape may be shorter than its
+    dimensions (see :func:`_padded`)."""
     import h5py
 
+    out = {}
     with h5py.File(f, "r") as h5:
-        return {key[len(_NON_COORD):]: key for key in h5[group].keys() if key.startswith(_NON_COORD)}
+        for key, obj in h5[group].items():
+            if isinstance(obj, h5py.Dataset):
+                name = key[len(_NON_COORD):] if key.startswith(_NON_COORD) else key
+                if key.startswith(_NON_COORD) or name not in out:
+                    out[name] = (key, tuple(obj.shape))
+    return out
 
 
 def _padded(data, shape: tuple, f, dataset: str, url: str):

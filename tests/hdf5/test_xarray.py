@@ -146,3 +146,25 @@ def test_h5netcdf_engine_options_pass_through(tmp_path):
     for options in ({"decode_vlen_strings": False}, {"decode_vlen_strings": True}, {"invalid_netcdf": True}):
         ds = hd.open_dataset(f"file://{path}", **options).load()
         xr.testing.assert_identical(ds.drop_attrs(deep=False), expected(path, **options).drop_attrs(deep=False))
+
+
+@pytest.mark.parametrize("chunks", [{"time": (2, 3)}, {"time": 4}, 4, -1, "auto", {}, {"x": 3}])
+def test_chunks_of_a_variable_shorter_than_its_dimension(tmp_path, chunks):
+    """A variable written shorter than its unlimited dimension takes the chunks asked for as
+    xarray gives them, chunks of the padded shape (they were applied to the stored shape, then
+    padding added blocks; explicit sizes of the dimension were a ValueError)."""
+    import h5netcdf.legacyapi as legacy
+
+    path = tmp_path / "short.nc"
+    with legacy.Dataset(path, "w") as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        time = f.createVariable("time", "f8", ("time",))
+        v = f.createVariable("v", "f4", ("time", "x"), fill_value=-9.0, chunksizes=(1, 3))
+        time[0:5], v[0:2, :] = np.arange(5.0), 1.0  # only what is written grows
+    with h5py.File(path, "r") as f:
+        assert f["v"].shape == (2, 3)
+    ds = hd.open_dataset(f"file://{path}", chunks=chunks)
+    ref = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    assert ds.v.chunks == ref.v.chunks
+    xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False).load())
