@@ -57,6 +57,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     decoding joins it into strings); variables of an HDF5 array type raise HDF5Error (no
     NetCDF dimensions for their axes: :func:`~hpcbridge.dask.read_hdf5` reads them).
     """
+    import h5py
     import xarray as xr
 
     from .arrays import read_hdf5
@@ -76,8 +77,8 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
             if group and "not found" in str(exc).lower():
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
             raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
-        with raw:
-            stored = _stored_datasets(f, prefix)
+        with raw, h5py.File(f, "r") as h5:
+            stored = h5[prefix]  # the group's HDF5 datasets (names and shapes, see _stored)
             variables = {}
             for name, var in raw.variables.items():
                 if var.dtype.subdtype is not None:
@@ -94,7 +95,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     preferred = var.encoding.get("preferred_chunks") or {}
                     var_chunks = tuple(chunks[d] if chunks.get(d) is not None else preferred.get(d, -1)
                                        for d in var.dims)
-                dataset, shape = stored.get(name, (name, var.shape))
+                dataset, shape = _stored(stored, name)
                 dataset = prefix + dataset
                 # A variable shorter than its dimensions (below) is read in its stored blocks and
                 # given the chunks asked for once padded: they are chunks of the padded shape.
@@ -110,7 +111,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     # A variable of an unlimited dimension written shorter than the dimension
                     # (NetCDF-4 grows only the variables written): h5netcdf pads it at the end
                     # with the HDF5 fill value.
-                    data = _padded(data, var.shape, f, dataset, url)
+                    data = _padded(data, var.shape, h5[dataset], url)
                     if var_chunks is not None:
                         data = data.rechunk(user_chunks(var_chunks, var.shape, data.dtype,
                                                         var.encoding.get("chunksizes"),
@@ -140,35 +141,25 @@ def _name_source(ds, url: str) -> None:
 _NON_COORD = "_nc4_non_coord_"
 
 
-def _stored_datasets(f, group: str) -> dict[str, tuple[str, tuple]]:
-    """``{variable name: (HDF5 dataset name, stored shape)}`` of the datasets of ``group``.
+def _stored(group, name: str) -> tuple[str, tuple]:
+    """``(HDF5 dataset name, stored shape)`` of variable ``name`` of h5py group ``group``.
 
     A variable is not always stored under its name: ``x`` that is not the coordinate variable of
     dimension ``x`` is ``_nc4_non_coord_x`` (h5netcdf reads it as ``x``; the dataset ``x`` is
     the dimension's scale, of another size and type). Its stored shape may be shorter than its
     dimensions (see :func:`_padded`)."""
-    import h5py
-
-    out = {}
-    with h5py.File(f, "r") as h5:
-        for key, obj in h5[group].items():
-            if isinstance(obj, h5py.Dataset):
-                name = key[len(_NON_COORD):] if key.startswith(_NON_COORD) else key
-                if key.startswith(_NON_COORD) or name not in out:
-                    out[name] = (key, tuple(obj.shape))
-    return out
+    key = _NON_COORD + name if _NON_COORD + name in group else name
+    return key, tuple(group[key].shape)
 
 
-def _padded(data, shape: tuple, f, dataset: str, url: str):
-    """``data`` padded at the end of each axis to ``shape`` with the dataset's HDF5 fill value,
-    as h5netcdf pads it (``Variable._get_padding``)."""
+def _padded(data, shape: tuple, dataset, url: str):
+    """``data`` padded at the end of each axis to ``shape`` with the HDF5 fill value of
+    ``dataset`` (an h5py dataset), as h5netcdf pads it (``Variable._get_padding``)."""
     import dask.array as da
-    import h5py
 
     if len(shape) != data.ndim or any(have > want for have, want in zip(data.shape, shape)):
-        raise HDF5Error(f"variable {dataset!r} of {url} has shape {data.shape} in HDF5, which does not fit "
+        raise HDF5Error(f"variable {dataset.name!r} of {url} has shape {data.shape} in HDF5, which does not fit "
                         f"its NetCDF dimensions {shape}")
-    with h5py.File(f, "r") as h5:
-        fill = data.dtype.type(h5[dataset].fillvalue)
+    fill = data.dtype.type(dataset.fillvalue)
     return da.pad(data, [(0, want - have) for have, want in zip(data.shape, shape)], mode="constant",
                   constant_values=fill)
