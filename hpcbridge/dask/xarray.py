@@ -15,9 +15,13 @@ from ..fs.api import url_to_fs
 from ..hdf5 import HDF5Error
 from ..hdf5.dataset import open_cached
 from ..hdf5.layout import read_superblock
+from .chunks import user_chunks
 from .scheduling import DEFAULT_BALANCE
 
 __all__ = ["open_dataset"]
+
+#: Options of xarray's h5netcdf engine that open_dataset passes to it (not to decode_cf).
+_ENGINE_OPTIONS = ("phony_dims", "drop_variables", "decode_vlen_strings", "invalid_netcdf")
 
 
 def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: bool = True, client=None,
@@ -44,14 +48,16 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
         ``attrs["hpcbridge_job"]``).
     **decode:
         Options of ``xarray.decode_cf`` (``decode_times``, ``mask_and_scale``, ...);
-        ``decode_cf=False`` skips it; ``phony_dims=`` goes to the ``h5netcdf`` engine (HDF5
-        files without NetCDF dimensions).
+        ``decode_cf=False`` skips it; ``phony_dims=`` (HDF5 files without NetCDF dimensions),
+        ``drop_variables=``, ``decode_vlen_strings=`` and ``invalid_netcdf=`` go to the
+        ``h5netcdf`` engine.
 
     Variables of fixed-size numeric types are Dask arrays; variable-length strings are read at
     once (xarray's own reader); character arrays keep their character axis in one block (CF
     decoding joins it into strings); variables of an HDF5 array type raise HDF5Error (no
     NetCDF dimensions for their axes: :func:`~hpcbridge.dask.read_hdf5` reads them).
     """
+    import h5py
     import xarray as xr
 
     from .arrays import read_hdf5
@@ -61,7 +67,7 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
     job = job or uuid.uuid4().hex[:12]
     prefix = "/" + group.strip("/") + "/" if group and group.strip("/") else "/"
     decoding = decode.pop("decode_cf", True)
-    engine_options = {k: decode.pop(k) for k in ("phony_dims", "drop_variables") if k in decode}
+    engine_options = {k: decode.pop(k) for k in _ENGINE_OPTIONS if k in decode}
     with open_cached(fs, path) as f:
         read_superblock(f, url)  # NotHDF5Error naming the URL (NetCDF-3 classic files included)
         try:
@@ -71,7 +77,8 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
             if group and "not found" in str(exc).lower():
                 raise OSError(f"{url} has no group {group!r}: {exc}") from None
             raise HDF5Error(f"{url} cannot be opened as NetCDF-4 / HDF5: {exc}") from exc
-        with raw:
+        with raw, h5py.File(f, "r") as h5:
+            stored = h5[prefix]  # the group's HDF5 datasets (names and shapes, see _stored)
             variables = {}
             for name, var in raw.variables.items():
                 if var.dtype.subdtype is not None:
@@ -88,7 +95,12 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     preferred = var.encoding.get("preferred_chunks") or {}
                     var_chunks = tuple(chunks[d] if chunks.get(d) is not None else preferred.get(d, -1)
                                        for d in var.dims)
-                data = read_hdf5(url, prefix + name, var_chunks, locality=locality, client=client,
+                dataset, shape = _stored(stored, name)
+                dataset = prefix + dataset
+                # A variable shorter than its dimensions (below) is read in its stored blocks and
+                # given the chunks asked for once padded: they are chunks of the padded shape.
+                data = read_hdf5(url, dataset, var_chunks if shape == var.shape else None, locality=locality,
+                                 client=client,
                                  storage_options=storage_options, partition_size=partition_size,
                                  balance=balance, job=job, memory_map=memory_map)
                 if var.dtype.kind == "b" and data.dtype.kind != "b":
@@ -99,25 +111,55 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                     # A variable of an unlimited dimension written shorter than the dimension
                     # (NetCDF-4 grows only the variables written): h5netcdf pads it at the end
                     # with the HDF5 fill value.
-                    data = _padded(data, var.shape, f, prefix + name, url)
+                    data = _padded(data, var.shape, h5[dataset], url)
+                    if var_chunks is not None:
+                        data = data.rechunk(user_chunks(var_chunks, var.shape, data.dtype,
+                                                        var.encoding.get("chunksizes"),
+                                                        f"variable {name!r} of {url}"))
                 if var.dtype == "S1" and len(data.chunks[-1]) > 1:
                     data = data.rechunk({data.ndim - 1: -1})  # characters of one string together
                 variables[name] = xr.Variable(var.dims, data, attrs=dict(var.attrs), encoding=dict(var.encoding))
             ds = xr.Dataset(variables, attrs=dict(raw.attrs)).set_coords([c for c in raw.coords if c in variables])
+            # As xarray.open_dataset: unlimited_dims (to_netcdf writes them unlimited again), source.
+            ds.encoding = {**raw.encoding, "source": url}
+            _name_source(ds, url)
     ds.attrs["hpcbridge_job"] = job
     return xr.decode_cf(ds, **decode) if decoding else ds
 
 
-def _padded(data, shape: tuple, f, dataset: str, url: str):
-    """``data`` padded at the end of each axis to ``shape`` with the dataset's HDF5 fill value,
-    as h5netcdf pads it (``Variable._get_padding``)."""
+def _name_source(ds, url: str) -> None:
+    """Set the ``source`` of each variable's encoding to ``url``, as xarray's engines set it to
+    the path they opened (the h5netcdf engine, given a file object, records the object)."""
+    for var in ds.variables.values():
+        if "source" in var.encoding:
+            var.encoding["source"] = url
+
+
+#: How NetCDF-4 (netCDF-C and h5netcdf alike) names the HDF5 dataset of a variable that has the
+#: name of a dimension but is not that dimension's coordinate variable: the dimension's scale
+#: holds the plain name.
+_NON_COORD = "_nc4_non_coord_"
+
+
+def _stored(group, name: str) -> tuple[str, tuple]:
+    """``(HDF5 dataset name, stored shape)`` of variable ``name`` of h5py group ``group``.
+
+    A variable is not always stored under its name: ``x`` that is not the coordinate variable of
+    dimension ``x`` is ``_nc4_non_coord_x`` (h5netcdf reads it as ``x``; the dataset ``x`` is
+    the dimension's scale, of another size and type). Its stored shape may be shorter than its
+    dimensions (see :func:`_padded`)."""
+    key = _NON_COORD + name if _NON_COORD + name in group else name
+    return key, tuple(group[key].shape)
+
+
+def _padded(data, shape: tuple, dataset, url: str):
+    """``data`` padded at the end of each axis to ``shape`` with the HDF5 fill value of
+    ``dataset`` (an h5py dataset), as h5netcdf pads it (``Variable._get_padding``)."""
     import dask.array as da
-    import h5py
 
     if len(shape) != data.ndim or any(have > want for have, want in zip(data.shape, shape)):
-        raise HDF5Error(f"variable {dataset!r} of {url} has shape {data.shape} in HDF5, which does not fit "
+        raise HDF5Error(f"variable {dataset.name!r} of {url} has shape {data.shape} in HDF5, which does not fit "
                         f"its NetCDF dimensions {shape}")
-    with h5py.File(f, "r") as h5:
-        fill = data.dtype.type(h5[dataset].fillvalue)
+    fill = data.dtype.type(dataset.fillvalue)
     return da.pad(data, [(0, want - have) for have, want in zip(data.shape, shape)], mode="constant",
                   constant_values=fill)

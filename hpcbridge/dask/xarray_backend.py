@@ -213,10 +213,13 @@ class HpcbridgeBackendEntrypoint(BackendEntrypoint):
             raise
         import xarray as xr
 
+        from .xarray import _name_source
+
         datasets = {"": out} if method == "open_dataset" else out
         for key, ds in datasets.items():
             ds.set_close(_Closer(ds._close, f))
             ds.encoding["source"] = url
+            _name_source(ds, url)
             datasets[key] = xr.decode_cf(ds, **decoding) if decoding else ds
         return datasets
 

@@ -19,8 +19,8 @@ from hpcbridge.fs.transfer import copy_file  # noqa: E402
 from hpcbridge.hdf5 import NotHDF5Error  # noqa: E402
 
 
-def expected(path, group=None):
-    return xr.open_dataset(path, engine="h5netcdf", group=group).load()
+def expected(path, group=None, **options):
+    return xr.open_dataset(path, engine="h5netcdf", group=group, **options).load()
 
 
 def test_open_dataset_equals_xarray(netcdf, tmp_path):
@@ -109,3 +109,62 @@ def test_xarray_on_hdfs(dask_testbed, netcdf):
         assert report.tasks >= 2 and set(report.bytes_by_host) <= set(dask_testbed.hosts)
     finally:
         dask_testbed.fs().rm(root, recursive=True)
+
+
+def test_variable_named_as_another_dimension_and_dataset_encoding(tmp_path):
+    """A variable with the name of a dimension it does not use is stored by NetCDF-4 as
+    `_nc4_non_coord_<name>` (the dataset `<name>` is the dimension's scale): its values are
+    those h5netcdf reads, not the scale's; the dataset's encoding names the unlimited dimensions
+    as xarray's does, and every encoding's source is the URL (as xarray's is the path)."""
+    path = tmp_path / "noncoord.nc"
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"x": 4, "lat": 5, "time": None}
+        f.create_variable("x", ("lat",), "i4", data=np.arange(5) * 100)
+        f.create_variable("v", ("x",), "f8", data=np.arange(4.0))
+        f.resize_dimension("time", 3)
+        f.create_variable("time", ("time",), "f8", data=[1.0, 2.0, 3.0])
+        f.create_group("g").create_variable("x", ("lat",), "i2", data=np.arange(5) - 2)
+    with h5py.File(path, "r") as f:
+        assert "_nc4_non_coord_x" in f and f["x"].shape == (4,)
+    for group in (None, "g"):
+        ds = hd.open_dataset(f"file://{path}", group=group)
+        ref = expected(path, group)
+        assert ds.x.dtype == ref.x.dtype
+        xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False))
+        assert ds.encoding["unlimited_dims"] == ref.encoding["unlimited_dims"]
+        assert ds.encoding["source"] == f"file://{path}" and ds.x.encoding["source"] == f"file://{path}"
+
+
+def test_h5netcdf_engine_options_pass_through(tmp_path):
+    """decode_vlen_strings= and invalid_netcdf= are the h5netcdf engine's (they were given to
+    xarray.decode_cf, a TypeError)."""
+    path = tmp_path / "vlen.nc"
+    with h5netcdf.File(path, "w") as f:
+        f.dimensions = {"n": 3}
+        f.create_variable("s", ("n",), h5py.string_dtype(), data=np.array(["a", "bb", "ccc"], dtype=object))
+        f.create_variable("v", ("n",), "f4", data=[1, 2, 3])
+    for options in ({"decode_vlen_strings": False}, {"decode_vlen_strings": True}, {"invalid_netcdf": True}):
+        ds = hd.open_dataset(f"file://{path}", **options).load()
+        xr.testing.assert_identical(ds.drop_attrs(deep=False), expected(path, **options).drop_attrs(deep=False))
+
+
+@pytest.mark.parametrize("chunks", [{"time": (2, 3)}, {"time": 4}, 4, -1, "auto", {}, {"x": 3}])
+def test_chunks_of_a_variable_shorter_than_its_dimension(tmp_path, chunks):
+    """A variable written shorter than its unlimited dimension takes the chunks asked for as
+    xarray gives them, chunks of the padded shape (they were applied to the stored shape, then
+    padding added blocks; explicit sizes of the dimension were a ValueError)."""
+    import h5netcdf.legacyapi as legacy
+
+    path = tmp_path / "short.nc"
+    with legacy.Dataset(path, "w") as f:
+        f.createDimension("time", None)
+        f.createDimension("x", 3)
+        time = f.createVariable("time", "f8", ("time",))
+        v = f.createVariable("v", "f4", ("time", "x"), fill_value=-9.0, chunksizes=(1, 3))
+        time[0:5], v[0:2, :] = np.arange(5.0), 1.0  # only what is written grows
+    with h5py.File(path, "r") as f:
+        assert f["v"].shape == (2, 3)
+    ds = hd.open_dataset(f"file://{path}", chunks=chunks)
+    ref = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    assert ds.v.chunks == ref.v.chunks
+    xr.testing.assert_identical(ds.drop_attrs(deep=False).load(), ref.drop_attrs(deep=False).load())

@@ -43,7 +43,7 @@ def expected(path, group=None, **kw):
 def test_values_equal_h5netcdf_on_the_local_file(netcdf, form):
     url = form.format(netcdf)
     with xr.open_dataset(url, engine=ENGINE) as ds:
-        assert ds.encoding["source"] == url
+        assert ds.encoding["source"] == url and ds.tas.encoding["source"] == url  # not the file object
         xr.testing.assert_identical(ds.load(), expected(netcdf))
     with xr.open_dataset(url, engine=ENGINE, group="ocean") as ds:
         xr.testing.assert_identical(ds.load(), expected(netcdf, "ocean"))
