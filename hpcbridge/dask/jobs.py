@@ -167,17 +167,86 @@ def _checked_regex(pattern: bytes | str, what: str) -> bytes:
     return pattern
 
 
+def _checked_grep_pattern(pattern: bytes | str) -> bytes:
+    """:func:`_checked_regex` for grep, compiled as the tasks compile it (:func:`_grep_regex`)."""
+    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    try:
+        _grep_regex(pattern, True)
+    except re.error as exc:
+        raise ValueError(f"invalid grep regular expression {pattern.decode(errors='replace')!r}: {exc}") from None
+    return pattern
+
+
+# Constructs that see past a line's edges (\A, \Z, lookarounds): with one of them in the
+# pattern, a search over a whole partition could count differently from a search per line.
+# Textual, so it may flag a pattern that is harmless (``\\A``): that only costs speed.
+_LINE_SENSITIVE = re.compile(r"\\[AZ]|\(\?<?[=!]")
+
+
+def _grep_regex(pattern: bytes, lines: bool) -> tuple[re.Pattern, bool]:
+    """``(regex, text)`` for grep: a ``str`` regex with Java's defaults (``re.ASCII``: ``\\w``,
+    ``\\s``, ``\\b`` and case folding ASCII-only, as ``java.util.regex`` without flags) when the
+    pattern is UTF-8, matched against decoded text as Hadoop's ``Text.toString`` decodes it;
+    a ``bytes`` regex on raw bytes for a pattern that is not UTF-8."""
+    flags = re.MULTILINE if lines else 0
+    try:
+        return re.compile(pattern.decode("utf-8"), flags | re.ASCII), True
+    except UnicodeDecodeError:
+        return re.compile(pattern, flags), False
+
+
+def _java_find_count(regex: re.Pattern, record) -> int:
+    """Matches of ``regex`` in one record counted as ``Matcher.find()`` counts them: after an
+    empty match the next search starts one character further (Python also tries a non-empty
+    match at the same place)."""
+    count, pos, end = 0, 0, len(record)
+    while pos <= end:  # search(record, pos) with pos past the end would search at the end again
+        m = regex.search(record, pos)
+        if m is None:
+            break
+        count += 1
+        pos = m.end() + (m.end() == m.start())
+    return count
+
+
+def _count_matches(regex: re.Pattern, text: bool, body: memoryview, delimiter: bytes, whole: bool) -> int:
+    """Matches of ``regex`` in the records of ``body`` (records without the last delimiter),
+    each record searched on its own, as Hadoop's RegexMapper searches each line.
+
+    With ``whole`` (newline records, ``re.MULTILINE``, no construct that sees past a line) the
+    search runs once over the whole buffer, which counts the same unless a match contains a
+    line end or is a non-empty match right after an empty one; either is seen here and the
+    records are then searched one by one."""
+    if whole:
+        buf, sep = (str(body, "utf-8", "replace"), "\n") if text else (bytes(body), b"\n")
+        count, empty_at = 0, -1
+        for m in regex.finditer(buf):
+            start, end = m.span()
+            if sep in m.group() or (start == empty_at and end > start):
+                break
+            count += 1
+            if start == end:
+                empty_at = end
+        else:
+            return count
+    records = bytes(body).split(delimiter)
+    return sum(_java_find_count(regex, r.decode("utf-8", "replace") if text else r) for r in records)
+
+
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
     """``[matches, records, bytes, byte sum]`` of whole records (``blocks``: one bytes per file).
 
-    Matches are counted as Hadoop's grep counts them, per record: with newline records (lines end
-    at ``\n``, ``\r\n`` or a lone ``\r``, as Hadoop's LineReader ends them) ``^`` and ``$``
-    anchor at line starts and ends (``re.MULTILINE``), and the search stops before the last
-    record's delimiter, so a pattern that matches the empty string finds as many matches however
-    the file is partitioned (no extra match after the final delimiter, none in a partition that
-    holds no record)."""
+    Matches are counted as Hadoop's grep counts them, per record (see :func:`_count_matches`):
+    with newline records (lines end at ``\n``, ``\r\n`` or a lone ``\r``, as Hadoop's
+    LineReader ends them) ``^`` and ``$`` anchor at line starts and ends, a match never crosses
+    a line end, and the search stops before the last record's delimiter, so a pattern that
+    matches the empty string finds as many matches however the file is partitioned (no extra
+    match after the final delimiter, none in a partition that holds no record). Records are
+    decoded from UTF-8 (invalid bytes become U+FFFD, as in Hadoop's ``Text``) when the pattern
+    is UTF-8 (:func:`_grep_regex`)."""
     lines = delimiter == b"\n"
-    regex = re.compile(pattern, re.MULTILINE if lines else 0)
+    regex, text = _grep_regex(pattern, lines)
+    whole = lines and not _LINE_SENSITIVE.search(regex.pattern if text else pattern.decode("latin-1"))
     stats = np.zeros(4, dtype=np.int64)
     for raw in blocks:
         if not raw:
@@ -186,9 +255,9 @@ def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
         # before a CRLF). Partitions end after a \n, so a CRLF is never cut.
         data = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if lines and b"\r" in raw else raw
         terminated = data.endswith(delimiter)
-        searched = memoryview(data)[:len(data) - len(delimiter)] if terminated else data
-        stats += (len(regex.findall(searched)), data.count(delimiter) + (not terminated), len(raw),
-                  int(np.frombuffer(raw, dtype=np.uint8).sum(dtype=np.int64)))
+        body = memoryview(data)[:len(data) - len(delimiter)] if terminated else memoryview(data)
+        stats += (_count_matches(regex, text, body, delimiter, whole), data.count(delimiter) + (not terminated),
+                  len(raw), int(np.frombuffer(raw, dtype=np.uint8).sum(dtype=np.int64)))
     return [stats]
 
 
@@ -216,9 +285,10 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
     :func:`~hpcbridge.dask.read_blocks` (as for the other jobs). The value is
     ``{"matches", "records", "bytes", "byte_sum"}``: records, bytes and the sum of
     all byte values let a caller check that every record was processed exactly once (compare
-    with :func:`grep_serial`). ``pattern`` must not match across ``delimiter``.
+    with :func:`grep_serial`). Each record is searched on its own, as Hadoop's RegexMapper
+    searches each line with ``java.util.regex`` (see :func:`_grep_partition`).
     """
-    pattern = _checked_regex(pattern, "grep")
+    pattern = _checked_grep_pattern(pattern)
     started = time.perf_counter()
     bag = read_blocks(url, delimiter=delimiter, locality=locality, balance=balance, client=client,
                       blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
@@ -230,7 +300,7 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
 def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storage_options: dict | None = None,
                 chunk: int = 16 << 20) -> dict:
     """:func:`grep`'s counts computed in this process, file by file, without Dask (the reference)."""
-    pattern = _checked_regex(pattern, "grep")
+    pattern = _checked_grep_pattern(pattern)
     fs, paths = expand_paths(url, storage_options)
     total = np.zeros(4, dtype=np.int64)
     for path in paths:
