@@ -466,9 +466,17 @@ def _validate_file(fs, path: str) -> dict:
     if len(data) % RECORD_SIZE:
         return {"path": fs.url(path), "error": f"{len(data)} bytes is not a whole number of records"}
     keys = _keys(data)
+    # Records i, i + 1 with key i + 1 < key i; TeraValidate names each such pair ("misorder in").
+    misorders = np.flatnonzero(keys[:-1] > keys[1:]) if len(keys) > 1 else np.array([], dtype=np.int64)
+    first_bad = None
+    if len(misorders):
+        at = int(misorders[0]) * RECORD_SIZE
+        first_bad = (int(misorders[0]), data[at:at + KEY_SIZE], data[at + RECORD_SIZE:at + RECORD_SIZE + KEY_SIZE])
+    # The keys as the file holds them (bytes, compared as TeraSort compares them: unsigned
+    # lexicographic), not numpy's S10 values, which drop trailing NUL bytes.
     return {"path": fs.url(path), "records": len(keys), "checksum": record_checksum(data) if len(data) else 0,
-            "sorted": bool(np.all(keys[:-1] <= keys[1:])) if len(keys) > 1 else True,
-            "first": keys[0] if len(keys) else None, "last": keys[-1] if len(keys) else None}
+            "sorted": not len(misorders), "misorders": len(misorders), "first_misorder": first_bad,
+            "first": data[:KEY_SIZE] if len(keys) else None, "last": data[-RECORD_SIZE:][:KEY_SIZE] if len(keys) else None}
 
 
 def validate_sort(out_url: str, input_url: str | None = None, *, client=None,
@@ -481,10 +489,12 @@ def validate_sort(out_url: str, input_url: str | None = None, *, client=None,
     fs, paths = expand_paths(out_url, storage_options)
     checks = _compute(client, *[dask.delayed(_validate_file)(fs, p) for p in paths])
     problems = [f"{c['path']}: {c['error']}" for c in checks if "error" in c]
-    problems += [f"{c['path']} is not sorted" for c in checks if not c.get("sorted", True)]
+    problems += [f"{c['path']} is not sorted: {c['misorders']} misorder(s), the first between records "
+                 f"{c['first_misorder'][0]} and {c['first_misorder'][0] + 1} (keys {c['first_misorder'][1].hex()} "
+                 f"and {c['first_misorder'][2].hex()})" for c in checks if not c.get("sorted", True)]
     filled = [c for c in checks if c.get("records")]
-    problems += [f"{a['path']} ends after {b['path']} starts" for a, b in zip(filled, filled[1:])
-                 if a["last"] > b["first"]]
+    problems += [f"{a['path']} ends after {b['path']} starts (last key {a['last'].hex()}, first key "
+                 f"{b['first'].hex()})" for a, b in zip(filled, filled[1:]) if a["last"] > b["first"]]
     value = {"files": len(paths), "records": sum(c.get("records", 0) for c in checks),
              "checksum": sum(c.get("checksum", 0) for c in checks) % 2**64}
     if input_url is not None:

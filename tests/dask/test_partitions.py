@@ -449,3 +449,26 @@ def test_grep_matches_are_java_regex_matches_per_line(tmp_path):
             value = hd.grep(url, pattern, blocksize=blocksize, locality=False).value
             assert (value["matches"], value["records"]) == (matches, records), (pattern, blocksize)
         assert grep_serial(url, pattern, chunk=100)["matches"] == matches, pattern
+
+
+def test_validate_names_misorders_with_their_keys(tmp_path):
+    """As TeraValidate's "misorder in FILE between KEY and KEY" (keys compared as unsigned
+    bytes, as TeraSort's Text keys): the report gives the count of misordered neighbours and
+    the first pair's keys whole (numpy's S10 values drop trailing NUL bytes), and the keys
+    where one file ends after the next starts."""
+    def record(key: bytes) -> bytes:
+        return key + bytes(range(90))
+
+    keys0 = [b"\x01" * 10, b"\x80abc\x00\x00\x00\x00\x00\x01", b"\x80abc\x00\x00\x00\x00\x00\x00", b"\xff" * 10,
+             b"\xfe" * 10]
+    keys1 = [b"\x80" + b"\x00" * 9, b"\x90" * 10]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_bytes(b"".join(map(record, keys0)))
+    (tmp_path / "out" / "part-00001").write_bytes(b"".join(map(record, keys1)))
+    problems = hd.validate_sort(f"file://{tmp_path}/out").value["problems"]
+    misorders = sum(b < a for a, b in zip(keys0, keys0[1:]))  # TeraValidate: key.compareTo(lastKey) < 0
+    assert problems == [
+        f"file://{tmp_path}/out/part-00000 is not sorted: {misorders} misorder(s), the first between records 1 and 2 "
+        "(keys 80616263000000000001 and 80616263000000000000)",
+        f"file://{tmp_path}/out/part-00000 ends after file://{tmp_path}/out/part-00001 starts (last key "
+        "fefefefefefefefefefe, first key 80000000000000000000)"]
