@@ -81,6 +81,17 @@ def test_read_text_and_csv(tmp_path):
     assert sorted(df["i"]) == list(range(5000))
 
 
+def test_read_csv_of_empty_files_is_an_empty_frame_as_pandas_reads_it(tmp_path):
+    """Only empty files make no partition: dask.dataframe.from_delayed raised a TypeError."""
+    import pandas as pd
+
+    (tmp_path / "a.csv").write_bytes(b"")
+    (tmp_path / "b.csv").write_bytes(b"")
+    got = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"]).compute(scheduler="sync")
+    want = pd.read_csv(tmp_path / "a.csv", header=None, names=["x", "y"])
+    assert got.columns.tolist() == want.columns.tolist() == ["x", "y"] and len(got) == len(want) == 0
+
+
 def test_files_without_a_last_newline_stay_apart_in_a_partition(tmp_path):
     """Small files share a partition (metablocks): a file's unterminated last line ran into the
     next file's first (b"gamma" + b"delta"), in every job."""
