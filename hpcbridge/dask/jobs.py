@@ -24,6 +24,7 @@ import numpy as np
 from ..fs.api import url_to_fs
 from .core import read_blocks
 from .partitions import expand_paths
+from .reader import _overlaps_itself
 from .report import LocalityReport, collect_report
 from .scheduling import DEFAULT_BALANCE, current_client
 
@@ -311,10 +312,13 @@ def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storag
                 if not data:
                     break
                 data = rest + data
-                cut = data.rfind(delimiter)
-                cut = len(data) if cut < 0 else cut + len(delimiter)
+                if _overlaps_itself(delimiter):  # the last delimiter of a scan from the left, as bytes.split
+                    cut = len(data) - len(data.split(delimiter)[-1])
+                else:
+                    cut = data.rfind(delimiter) + len(delimiter) if delimiter in data else 0
                 rest = data[cut:]
-                total += _grep_partition([data[:cut]], pattern, delimiter)[0]
+                if cut:  # no whole record yet (a line longer than chunk): read on
+                    total += _grep_partition([data[:cut]], pattern, delimiter)[0]
             if rest:
                 total += _grep_partition([rest], pattern, delimiter)[0]
     return _sum_stats([total])

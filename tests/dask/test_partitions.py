@@ -456,7 +456,7 @@ def test_grep_matches_are_java_regex_matches_per_line(tmp_path):
     out = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), *patterns).splitlines()
     for pattern, line in zip(patterns, out, strict=True):
         matches, records = map(int, line.split())
-        for blocksize in (64, 1 << 20):
+        for blocksize in (300, 1 << 20):
             value = hd.grep(url, pattern, blocksize=blocksize, locality=False).value
             assert (value["matches"], value["records"]) == (matches, records), (pattern, blocksize)
         assert grep_serial(url, pattern, chunk=100)["matches"] == matches, pattern
@@ -483,3 +483,23 @@ def test_validate_names_misorders_with_their_keys(tmp_path):
         "(keys 80616263000000000001 and 80616263000000000000)",
         f"file://{tmp_path}/out/part-00000 ends after file://{tmp_path}/out/part-00001 starts (last key "
         "fefefefefefefefefefe, first key 80000000000000000000)"]
+
+
+def test_grep_serial_reads_on_through_lines_longer_than_its_chunk(tmp_path):
+    """Found by an audit: a chunk without a delimiter was counted as a record of its own (a
+    500-byte line read in 100-byte chunks made 5 records), and for a delimiter that overlaps
+    itself the last occurrence rfind finds is not always one of the records' (``b"a|||b"``
+    is ``b"a||"``, ``b"|b"``). Oracle: Hadoop's LineReader run by the JVM; ``grep`` for ``||``."""
+    data = b"ab" * 250 + b"\nx\n" + b"b" * 333 + b"\r" + b"a" * 150
+    path = tmp_path / "long.txt"
+    path.write_bytes(data)
+    (line,) = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), "ab|^").splitlines()
+    matches, records = map(int, line.split())
+    assert (matches, records) == (253, 4)
+    serial = grep_serial(f"file://{path}", "ab|^", chunk=100)
+    assert (serial["matches"], serial["records"]) == (matches, records)
+    (tmp_path / "bars.txt").write_bytes(b"a|||b" * 40 + b"||||" * 30 + b"|b")
+    url = f"file://{tmp_path}/bars.txt"
+    partitioned = hd.grep(url, "b", delimiter=b"||", locality=False).value
+    for chunk in (3, 4, 7, 100):
+        assert grep_serial(url, "b", delimiter=b"||", chunk=chunk) == partitioned, chunk
