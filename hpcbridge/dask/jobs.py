@@ -196,6 +196,21 @@ def _grep_regex(pattern: bytes, lines: bool) -> tuple[re.Pattern, bool]:
         return re.compile(pattern, flags), False
 
 
+# Python's UTF-8 decoder replaces malformed bytes as Java's does (Hadoop's Text.toString), one
+# U+FFFD per maximal bad subsequence, except for an encoded surrogate: Java replaces ED A0..BF
+# and a continuation byte (or ED A0..BF alone) with one U+FFFD, Python each byte. Such runs become
+# 0xFF first, which both replace with one U+FFFD and which joins no neighbour (checked against
+# the JVM for every sequence of up to 4 of 21 telling bytes).
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
+
+
+def _text_to_string(data) -> str:
+    """``data`` decoded as Hadoop's ``Text.toString`` decodes it (bad UTF-8 becomes U+FFFD)."""
+    if _SURROGATE.search(data):
+        data = _SURROGATE.sub(b"\xff", data)
+    return str(data, "utf-8", "replace")
+
+
 def _java_find_count(regex: re.Pattern, record) -> int:
     """Matches of ``regex`` in one record counted as ``Matcher.find()`` counts them: after an
     empty match the next search starts one character further (Python also tries a non-empty
@@ -219,7 +234,7 @@ def _count_matches(regex: re.Pattern, text: bool, body: memoryview, delimiter: b
     line end or is a non-empty match right after an empty one; either is seen here and the
     records are then searched one by one."""
     if whole:
-        buf, sep = (str(body, "utf-8", "replace"), "\n") if text else (bytes(body), b"\n")
+        buf, sep = (_text_to_string(body), "\n") if text else (bytes(body), b"\n")
         count, empty_at = 0, -1
         for m in regex.finditer(buf):
             start, end = m.span()
@@ -231,7 +246,7 @@ def _count_matches(regex: re.Pattern, text: bool, body: memoryview, delimiter: b
         else:
             return count
     records = bytes(body).split(delimiter)
-    return sum(_java_find_count(regex, r.decode("utf-8", "replace") if text else r) for r in records)
+    return sum(_java_find_count(regex, _text_to_string(r) if text else r) for r in records)
 
 
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:

@@ -444,15 +444,17 @@ def test_grep_matches_are_java_regex_matches_per_line(tmp_path):
     bytes, so a character class or ``.`` saw UTF-8 bytes, not characters (``[é]`` counted each é
     twice, ``a.b`` missed ``aéb``), ``\\s+`` ran across line ends (one match for two lines),
     ``\\A`` matched once per partition instead of once per line, and a non-empty match right
-    after an empty one counted where Java moves on (``|a``)."""
+    after an empty one counted where Java moves on (``|a``). An encoded surrogate (``ED A0 80``)
+    is one U+FFFD in Java, three in Python's decoder."""
     rng = np.random.default_rng(8)
-    pieces = [b"a", b"b", b"x", b" ", b"\t", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff", b"\n", b"\r\n", b"\n\n", b"ab"]
+    pieces = [b"a", b"b", b"x", b" ", b"\t", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff", b"\n", b"\r\n", b"\n\n", b"ab",
+              b"\xed\xa0\x80", b"\xed\xbf", b"\xe2\x82"]
     data = b"".join(pieces[i] for i in rng.integers(0, len(pieces), 3000)) + b" a\xc3\xa9"
     path = tmp_path / "u.txt"
     path.write_bytes(data)
     url = f"file://{path}"
     patterns = ["é+", "[é]", "a.b", "[^ ]+", r"\s+", r"\Ax", r"\W", r"\s$", "|a", "a*?", r"\u00e9", "(?<=b)a",
-                "ab", "x*"]
+                "ab", "x*", ".", "\ufffd"]
     out = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), *patterns).splitlines()
     for pattern, line in zip(patterns, out, strict=True):
         matches, records = map(int, line.split())
