@@ -211,10 +211,18 @@ def _text_to_string(data) -> str:
     return str(data, "utf-8", "replace")
 
 
+# ``\B`` not after another backslash (``\\B`` is a backslash, then B).
+_NON_BOUNDARY = re.compile(r"(?<!\\)((?:\\\\)*)\\B")
+
+
 def _java_find_count(regex: re.Pattern, record) -> int:
     """Matches of ``regex`` in one record counted as ``Matcher.find()`` counts them: after an
     empty match the next search starts one character further (Python also tries a non-empty
     match at the same place)."""
+    if not record and isinstance(regex.pattern, str) and _NON_BOUNDARY.search(regex.pattern):
+        # Python's \B never matches in an empty string; Java's does (no word character on
+        # either side). In an empty record every \B holds: an empty group says the same.
+        regex = re.compile(_NON_BOUNDARY.sub(r"\1(?:)", regex.pattern), regex.flags)
     count, pos, end = 0, 0, len(record)
     while pos <= end:  # search(record, pos) with pos past the end would search at the end again
         m = regex.search(record, pos)
@@ -233,7 +241,7 @@ def _count_matches(regex: re.Pattern, text: bool, body: memoryview, delimiter: b
     search runs once over the whole buffer, which counts the same unless a match contains a
     line end or is a non-empty match right after an empty one; either is seen here and the
     records are then searched one by one."""
-    if whole:
+    if whole and len(body):  # an empty body is one empty record: Python's \B fails there (below)
         buf, sep = (_text_to_string(body), "\n") if text else (bytes(body), b"\n")
         count, empty_at = 0, -1
         for m in regex.finditer(buf):

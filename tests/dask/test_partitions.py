@@ -505,3 +505,18 @@ def test_grep_serial_reads_on_through_lines_longer_than_its_chunk(tmp_path):
     partitioned = hd.grep(url, "b", delimiter=b"||", locality=False).value
     for chunk in (3, 4, 7, 100):
         assert grep_serial(url, "b", delimiter=b"||", chunk=chunk) == partitioned, chunk
+
+
+def test_grep_non_boundary_matches_on_empty_lines_as_in_java(tmp_path):
+    """Python's ``\\B`` never matches in an empty string, Java's does: an empty line searched on
+    its own (a partition holding just ``\\n``, or the line-by-line search) counted no match."""
+    path = tmp_path / "empty-lines.txt"
+    path.write_bytes(b"\n\n\na b\n\nab\n\n")
+    patterns = [r"\B", r"x|\B\B", r"\\B|\B"]
+    out = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), *patterns).splitlines()
+    for pattern, line in zip(patterns, out, strict=True):
+        matches, _ = map(int, line.split())
+        for blocksize in (1, 4, 1 << 20):
+            assert hd.grep(f"file://{path}", pattern, blocksize=blocksize, locality=False).value["matches"] == \
+                matches, (pattern, blocksize)
+        assert grep_serial(f"file://{path}", pattern, chunk=1)["matches"] == matches, pattern
