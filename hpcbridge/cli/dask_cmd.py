@@ -7,6 +7,7 @@ when one runs, else local threads. URLs of the testbed's HDFS reach its WebHDFS 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 
 __all__ = ["add_dask_parser", "cmd_dask"]
@@ -120,7 +121,9 @@ def cmd_dask(args) -> object:
         else:
             result = hd.dummy_read(args.url, **common)
     if args.job == "wordcount":
-        top = result.value.most_common(args.top)
+        # Most frequent first; ties in the byte order of the words, the order of Hadoop
+        # WordCount's output (Counter.most_common keeps the order the partitions were merged in).
+        top = heapq.nsmallest(args.top, result.value.items(), key=lambda item: (-item[1], item[0]))
         summary = {"distinct_words": len(result.value), "words": sum(result.value.values()),
                    "top": [[w.decode(errors="replace"), n] for w, n in top]}
         result.value = summary

@@ -191,6 +191,8 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
     pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
     blocks = read_blocks(url_or_glob, **block_kwargs)
     parts = [dask.delayed(_frame)(d, list(names), pandas_kwargs) for d in blocks.to_delayed(optimize_graph=False)]
+    if not parts:  # only empty files: no partition, but pandas reads them as an empty frame
+        parts = [dask.delayed(_frame)([], list(names), pandas_kwargs)]
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..fs.api import url_to_fs
 from .core import read_blocks
 from .partitions import expand_paths
+from .reader import _overlaps_itself
 from .report import LocalityReport, collect_report
 from .scheduling import DEFAULT_BALANCE, current_client
 
@@ -167,17 +168,109 @@ def _checked_regex(pattern: bytes | str, what: str) -> bytes:
     return pattern
 
 
+def _checked_grep_pattern(pattern: bytes | str) -> bytes:
+    """:func:`_checked_regex` for grep, compiled as the tasks compile it (:func:`_grep_regex`)."""
+    pattern = pattern.encode() if isinstance(pattern, str) else pattern
+    try:
+        _grep_regex(pattern, True)
+    except re.error as exc:
+        raise ValueError(f"invalid grep regular expression {pattern.decode(errors='replace')!r}: {exc}") from None
+    return pattern
+
+
+# Constructs that see past a line's edges (\A, \Z, lookarounds): with one of them in the
+# pattern, a search over a whole partition could count differently from a search per line.
+# Textual, so it may flag a pattern that is harmless (``\\A``): that only costs speed.
+_LINE_SENSITIVE = re.compile(r"\\[AZ]|\(\?<?[=!]")
+
+
+def _grep_regex(pattern: bytes, lines: bool) -> tuple[re.Pattern, bool]:
+    """``(regex, text)`` for grep: a ``str`` regex with Java's defaults (``re.ASCII``: ``\\w``,
+    ``\\s``, ``\\b`` and case folding ASCII-only, as ``java.util.regex`` without flags) when the
+    pattern is UTF-8, matched against decoded text as Hadoop's ``Text.toString`` decodes it;
+    a ``bytes`` regex on raw bytes for a pattern that is not UTF-8."""
+    flags = re.MULTILINE if lines else 0
+    try:
+        return re.compile(pattern.decode("utf-8"), flags | re.ASCII), True
+    except UnicodeDecodeError:
+        return re.compile(pattern, flags), False
+
+
+# Python's UTF-8 decoder replaces malformed bytes as Java's does (Hadoop's Text.toString), one
+# U+FFFD per maximal bad subsequence, except for an encoded surrogate: Java replaces ED A0..BF
+# and a continuation byte (or ED A0..BF alone) with one U+FFFD, Python each byte. Such runs become
+# 0xFF first, which both replace with one U+FFFD and which joins no neighbour (checked against
+# the JVM for every sequence of up to 4 of 21 telling bytes).
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
+
+
+def _text_to_string(data) -> str:
+    """``data`` decoded as Hadoop's ``Text.toString`` decodes it (bad UTF-8 becomes U+FFFD)."""
+    if _SURROGATE.search(data):
+        data = _SURROGATE.sub(b"\xff", data)
+    return str(data, "utf-8", "replace")
+
+
+# ``\B`` not after another backslash (``\\B`` is a backslash, then B).
+_NON_BOUNDARY = re.compile(r"(?<!\\)((?:\\\\)*)\\B")
+
+
+def _java_find_count(regex: re.Pattern, record) -> int:
+    """Matches of ``regex`` in one record counted as ``Matcher.find()`` counts them: after an
+    empty match the next search starts one character further (Python also tries a non-empty
+    match at the same place)."""
+    if not record and isinstance(regex.pattern, str) and _NON_BOUNDARY.search(regex.pattern):
+        # Python's \B never matches in an empty string; Java's does (no word character on
+        # either side). In an empty record every \B holds: an empty group says the same.
+        regex = re.compile(_NON_BOUNDARY.sub(r"\1(?:)", regex.pattern), regex.flags)
+    count, pos, end = 0, 0, len(record)
+    while pos <= end:  # search(record, pos) with pos past the end would search at the end again
+        m = regex.search(record, pos)
+        if m is None:
+            break
+        count += 1
+        pos = m.end() + (m.end() == m.start())
+    return count
+
+
+def _count_matches(regex: re.Pattern, text: bool, body: memoryview, delimiter: bytes, whole: bool) -> int:
+    """Matches of ``regex`` in the records of ``body`` (records without the last delimiter),
+    each record searched on its own, as Hadoop's RegexMapper searches each line.
+
+    With ``whole`` (newline records, ``re.MULTILINE``, no construct that sees past a line) the
+    search runs once over the whole buffer, which counts the same unless a match contains a
+    line end or is a non-empty match right after an empty one; either is seen here and the
+    records are then searched one by one."""
+    if whole and len(body):  # an empty body is one empty record: Python's \B fails there (below)
+        buf, sep = (_text_to_string(body), "\n") if text else (bytes(body), b"\n")
+        count, empty_at = 0, -1
+        for m in regex.finditer(buf):
+            start, end = m.span()
+            if sep in m.group() or (start == empty_at and end > start):
+                break
+            count += 1
+            if start == end:
+                empty_at = end
+        else:
+            return count
+    records = bytes(body).split(delimiter)
+    return sum(_java_find_count(regex, _text_to_string(r) if text else r) for r in records)
+
+
 def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
     """``[matches, records, bytes, byte sum]`` of whole records (``blocks``: one bytes per file).
 
-    Matches are counted as Hadoop's grep counts them, per record: with newline records (lines end
-    at ``\n``, ``\r\n`` or a lone ``\r``, as Hadoop's LineReader ends them) ``^`` and ``$``
-    anchor at line starts and ends (``re.MULTILINE``), and the search stops before the last
-    record's delimiter, so a pattern that matches the empty string finds as many matches however
-    the file is partitioned (no extra match after the final delimiter, none in a partition that
-    holds no record)."""
+    Matches are counted as Hadoop's grep counts them, per record (see :func:`_count_matches`):
+    with newline records (lines end at ``\n``, ``\r\n`` or a lone ``\r``, as Hadoop's
+    LineReader ends them) ``^`` and ``$`` anchor at line starts and ends, a match never crosses
+    a line end, and the search stops before the last record's delimiter, so a pattern that
+    matches the empty string finds as many matches however the file is partitioned (no extra
+    match after the final delimiter, none in a partition that holds no record). Records are
+    decoded from UTF-8 (invalid bytes become U+FFFD, as in Hadoop's ``Text``) when the pattern
+    is UTF-8 (:func:`_grep_regex`)."""
     lines = delimiter == b"\n"
-    regex = re.compile(pattern, re.MULTILINE if lines else 0)
+    regex, text = _grep_regex(pattern, lines)
+    whole = lines and not _LINE_SENSITIVE.search(regex.pattern if text else pattern.decode("latin-1"))
     stats = np.zeros(4, dtype=np.int64)
     for raw in blocks:
         if not raw:
@@ -186,9 +279,9 @@ def _grep_partition(blocks: list, pattern: bytes, delimiter: bytes) -> list:
         # before a CRLF). Partitions end after a \n, so a CRLF is never cut.
         data = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if lines and b"\r" in raw else raw
         terminated = data.endswith(delimiter)
-        searched = memoryview(data)[:len(data) - len(delimiter)] if terminated else data
-        stats += (len(regex.findall(searched)), data.count(delimiter) + (not terminated), len(raw),
-                  int(np.frombuffer(raw, dtype=np.uint8).sum(dtype=np.int64)))
+        body = memoryview(data)[:len(data) - len(delimiter)] if terminated else memoryview(data)
+        stats += (_count_matches(regex, text, body, delimiter, whole), data.count(delimiter) + (not terminated),
+                  len(raw), int(np.frombuffer(raw, dtype=np.uint8).sum(dtype=np.int64)))
     return [stats]
 
 
@@ -216,9 +309,10 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
     :func:`~hpcbridge.dask.read_blocks` (as for the other jobs). The value is
     ``{"matches", "records", "bytes", "byte_sum"}``: records, bytes and the sum of
     all byte values let a caller check that every record was processed exactly once (compare
-    with :func:`grep_serial`). ``pattern`` must not match across ``delimiter``.
+    with :func:`grep_serial`). Each record is searched on its own, as Hadoop's RegexMapper
+    searches each line with ``java.util.regex`` (see :func:`_grep_partition`).
     """
-    pattern = _checked_regex(pattern, "grep")
+    pattern = _checked_grep_pattern(pattern)
     started = time.perf_counter()
     bag = read_blocks(url, delimiter=delimiter, locality=locality, balance=balance, client=client,
                       blocksize=blocksize, partition_size=partition_size, storage_options=storage_options, job=job)
@@ -230,7 +324,7 @@ def grep(url: str, pattern: bytes | str, *, delimiter: bytes = b"\n", client=Non
 def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storage_options: dict | None = None,
                 chunk: int = 16 << 20) -> dict:
     """:func:`grep`'s counts computed in this process, file by file, without Dask (the reference)."""
-    pattern = _checked_regex(pattern, "grep")
+    pattern = _checked_grep_pattern(pattern)
     fs, paths = expand_paths(url, storage_options)
     total = np.zeros(4, dtype=np.int64)
     for path in paths:
@@ -241,10 +335,13 @@ def grep_serial(url: str, pattern: bytes | str, delimiter: bytes = b"\n", storag
                 if not data:
                     break
                 data = rest + data
-                cut = data.rfind(delimiter)
-                cut = len(data) if cut < 0 else cut + len(delimiter)
+                if _overlaps_itself(delimiter):  # the last delimiter of a scan from the left, as bytes.split
+                    cut = len(data) - len(data.split(delimiter)[-1])
+                else:
+                    cut = data.rfind(delimiter) + len(delimiter) if delimiter in data else 0
                 rest = data[cut:]
-                total += _grep_partition([data[:cut]], pattern, delimiter)[0]
+                if cut:  # no whole record yet (a line longer than chunk): read on
+                    total += _grep_partition([data[:cut]], pattern, delimiter)[0]
             if rest:
                 total += _grep_partition([rest], pattern, delimiter)[0]
     return _sum_stats([total])
@@ -396,9 +493,17 @@ def _validate_file(fs, path: str) -> dict:
     if len(data) % RECORD_SIZE:
         return {"path": fs.url(path), "error": f"{len(data)} bytes is not a whole number of records"}
     keys = _keys(data)
+    # Records i, i + 1 with key i + 1 < key i; TeraValidate names each such pair ("misorder in").
+    misorders = np.flatnonzero(keys[:-1] > keys[1:]) if len(keys) > 1 else np.array([], dtype=np.int64)
+    first_bad = None
+    if len(misorders):
+        at = int(misorders[0]) * RECORD_SIZE
+        first_bad = (int(misorders[0]), data[at:at + KEY_SIZE], data[at + RECORD_SIZE:at + RECORD_SIZE + KEY_SIZE])
+    # The keys as the file holds them (bytes, compared as TeraSort compares them: unsigned
+    # lexicographic), not numpy's S10 values, which drop trailing NUL bytes.
     return {"path": fs.url(path), "records": len(keys), "checksum": record_checksum(data) if len(data) else 0,
-            "sorted": bool(np.all(keys[:-1] <= keys[1:])) if len(keys) > 1 else True,
-            "first": keys[0] if len(keys) else None, "last": keys[-1] if len(keys) else None}
+            "sorted": not len(misorders), "misorders": len(misorders), "first_misorder": first_bad,
+            "first": data[:KEY_SIZE] if len(keys) else None, "last": data[-RECORD_SIZE:][:KEY_SIZE] if len(keys) else None}
 
 
 def validate_sort(out_url: str, input_url: str | None = None, *, client=None,
@@ -411,10 +516,12 @@ def validate_sort(out_url: str, input_url: str | None = None, *, client=None,
     fs, paths = expand_paths(out_url, storage_options)
     checks = _compute(client, *[dask.delayed(_validate_file)(fs, p) for p in paths])
     problems = [f"{c['path']}: {c['error']}" for c in checks if "error" in c]
-    problems += [f"{c['path']} is not sorted" for c in checks if not c.get("sorted", True)]
+    problems += [f"{c['path']} is not sorted: {c['misorders']} misorder(s), the first between records "
+                 f"{c['first_misorder'][0]} and {c['first_misorder'][0] + 1} (keys {c['first_misorder'][1].hex()} "
+                 f"and {c['first_misorder'][2].hex()})" for c in checks if not c.get("sorted", True)]
     filled = [c for c in checks if c.get("records")]
-    problems += [f"{a['path']} ends after {b['path']} starts" for a, b in zip(filled, filled[1:])
-                 if a["last"] > b["first"]]
+    problems += [f"{a['path']} ends after {b['path']} starts (last key {a['last'].hex()}, first key "
+                 f"{b['first'].hex()})" for a, b in zip(filled, filled[1:]) if a["last"] > b["first"]]
     value = {"files": len(paths), "records": sum(c.get("records", 0) for c in checks),
              "checksum": sum(c.get("checksum", 0) for c in checks) % 2**64}
     if input_url is not None:

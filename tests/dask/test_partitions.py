@@ -81,6 +81,17 @@ def test_read_text_and_csv(tmp_path):
     assert sorted(df["i"]) == list(range(5000))
 
 
+def test_read_csv_of_empty_files_is_an_empty_frame_as_pandas_reads_it(tmp_path):
+    """Only empty files make no partition: dask.dataframe.from_delayed raised a TypeError."""
+    import pandas as pd
+
+    (tmp_path / "a.csv").write_bytes(b"")
+    (tmp_path / "b.csv").write_bytes(b"")
+    got = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"]).compute(scheduler="sync")
+    want = pd.read_csv(tmp_path / "a.csv", header=None, names=["x", "y"])
+    assert got.columns.tolist() == want.columns.tolist() == ["x", "y"] and len(got) == len(want) == 0
+
+
 def test_files_without_a_last_newline_stay_apart_in_a_partition(tmp_path):
     """Small files share a partition (metablocks): a file's unterminated last line ran into the
     next file's first (b"gamma" + b"delta"), in every job."""
@@ -332,18 +343,20 @@ import org.apache.hadoop.util.LineReader;
 
 public class GrepMap {
     public static void main(String[] args) throws Exception {
-        long matches = 0, records = 0;
-        Pattern pattern = Pattern.compile(args[1]);
-        try (FileInputStream in = new FileInputStream(args[0])) {
-            LineReader lines = new LineReader(in);
-            Text line = new Text();
-            while (lines.readLine(line) > 0) {
-                records++;
-                Matcher m = pattern.matcher(line.toString());  // RegexMapper: every find() of a line
-                while (m.find()) matches++;
+        for (int p = 1; p < args.length; p++) {  // one "matches records" line per pattern
+            long matches = 0, records = 0;
+            Pattern pattern = Pattern.compile(args[p]);
+            try (FileInputStream in = new FileInputStream(args[0])) {
+                LineReader lines = new LineReader(in);
+                Text line = new Text();
+                while (lines.readLine(line) > 0) {
+                    records++;
+                    Matcher m = pattern.matcher(line.toString());  // RegexMapper: every find() of a line
+                    while (m.find()) matches++;
+                }
             }
+            System.out.println(matches + " " + records);
         }
-        System.out.println(matches + " " + records);
     }
 }
 """
@@ -423,3 +436,87 @@ def test_wordcount_tokens_are_hadoop_wordcounts(tmp_path):
     url = f"file://{path}"
     for blocksize in (97, 1 << 20):
         assert hd.wordcount(url, blocksize=blocksize, locality=False).value == hadoop
+
+
+def test_grep_matches_are_java_regex_matches_per_line(tmp_path):
+    """Oracle: Hadoop grep's map (LineReader lines, ``Text.toString``, ``java.util.regex``
+    ``find()`` per line) run by the JVM. Found by an audit: the search ran over the partition's
+    bytes, so a character class or ``.`` saw UTF-8 bytes, not characters (``[é]`` counted each é
+    twice, ``a.b`` missed ``aéb``), ``\\s+`` ran across line ends (one match for two lines),
+    ``\\A`` matched once per partition instead of once per line, and a non-empty match right
+    after an empty one counted where Java moves on (``|a``). An encoded surrogate (``ED A0 80``)
+    is one U+FFFD in Java, three in Python's decoder."""
+    rng = np.random.default_rng(8)
+    pieces = [b"a", b"b", b"x", b" ", b"\t", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff", b"\n", b"\r\n", b"\n\n", b"ab",
+              b"\xed\xa0\x80", b"\xed\xbf", b"\xe2\x82"]
+    data = b"".join(pieces[i] for i in rng.integers(0, len(pieces), 3000)) + b" a\xc3\xa9"
+    path = tmp_path / "u.txt"
+    path.write_bytes(data)
+    url = f"file://{path}"
+    patterns = ["é+", "[é]", "a.b", "[^ ]+", r"\s+", r"\Ax", r"\W", r"\s$", "|a", "a*?", r"\u00e9", "(?<=b)a",
+                "ab", "x*", ".", "\ufffd"]
+    out = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), *patterns).splitlines()
+    for pattern, line in zip(patterns, out, strict=True):
+        matches, records = map(int, line.split())
+        for blocksize in (300, 1 << 20):
+            value = hd.grep(url, pattern, blocksize=blocksize, locality=False).value
+            assert (value["matches"], value["records"]) == (matches, records), (pattern, blocksize)
+        assert grep_serial(url, pattern, chunk=100)["matches"] == matches, pattern
+
+
+def test_validate_names_misorders_with_their_keys(tmp_path):
+    """As TeraValidate's "misorder in FILE between KEY and KEY" (keys compared as unsigned
+    bytes, as TeraSort's Text keys): the report gives the count of misordered neighbours and
+    the first pair's keys whole (numpy's S10 values drop trailing NUL bytes), and the keys
+    where one file ends after the next starts."""
+    def record(key: bytes) -> bytes:
+        return key + bytes(range(90))
+
+    keys0 = [b"\x01" * 10, b"\x80abc\x00\x00\x00\x00\x00\x01", b"\x80abc\x00\x00\x00\x00\x00\x00", b"\xff" * 10,
+             b"\xfe" * 10]
+    keys1 = [b"\x80" + b"\x00" * 9, b"\x90" * 10]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_bytes(b"".join(map(record, keys0)))
+    (tmp_path / "out" / "part-00001").write_bytes(b"".join(map(record, keys1)))
+    problems = hd.validate_sort(f"file://{tmp_path}/out").value["problems"]
+    misorders = sum(b < a for a, b in zip(keys0, keys0[1:]))  # TeraValidate: key.compareTo(lastKey) < 0
+    assert problems == [
+        f"file://{tmp_path}/out/part-00000 is not sorted: {misorders} misorder(s), the first between records 1 and 2 "
+        "(keys 80616263000000000001 and 80616263000000000000)",
+        f"file://{tmp_path}/out/part-00000 ends after file://{tmp_path}/out/part-00001 starts (last key "
+        "fefefefefefefefefefe, first key 80000000000000000000)"]
+
+
+def test_grep_serial_reads_on_through_lines_longer_than_its_chunk(tmp_path):
+    """Found by an audit: a chunk without a delimiter was counted as a record of its own (a
+    500-byte line read in 100-byte chunks made 5 records), and for a delimiter that overlaps
+    itself the last occurrence rfind finds is not always one of the records' (``b"a|||b"``
+    is ``b"a||"``, ``b"|b"``). Oracle: Hadoop's LineReader run by the JVM; ``grep`` for ``||``."""
+    data = b"ab" * 250 + b"\nx\n" + b"b" * 333 + b"\r" + b"a" * 150
+    path = tmp_path / "long.txt"
+    path.write_bytes(data)
+    (line,) = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), "ab|^").splitlines()
+    matches, records = map(int, line.split())
+    assert (matches, records) == (253, 4)
+    serial = grep_serial(f"file://{path}", "ab|^", chunk=100)
+    assert (serial["matches"], serial["records"]) == (matches, records)
+    (tmp_path / "bars.txt").write_bytes(b"a|||b" * 40 + b"||||" * 30 + b"|b")
+    url = f"file://{tmp_path}/bars.txt"
+    partitioned = hd.grep(url, "b", delimiter=b"||", locality=False).value
+    for chunk in (3, 4, 7, 100):
+        assert grep_serial(url, "b", delimiter=b"||", chunk=chunk) == partitioned, chunk
+
+
+def test_grep_non_boundary_matches_on_empty_lines_as_in_java(tmp_path):
+    """Python's ``\\B`` never matches in an empty string, Java's does: an empty line searched on
+    its own (a partition holding just ``\\n``, or the line-by-line search) counted no match."""
+    path = tmp_path / "empty-lines.txt"
+    path.write_bytes(b"\n\n\na b\n\nab\n\n")
+    patterns = [r"\B", r"x|\B\B", r"\\B|\B"]
+    out = _run_java(tmp_path, _HADOOP_GREP_MAP, "GrepMap", str(path), *patterns).splitlines()
+    for pattern, line in zip(patterns, out, strict=True):
+        matches, _ = map(int, line.split())
+        for blocksize in (1, 4, 1 << 20):
+            assert hd.grep(f"file://{path}", pattern, blocksize=blocksize, locality=False).value["matches"] == \
+                matches, (pattern, blocksize)
+        assert grep_serial(f"file://{path}", pattern, chunk=1)["matches"] == matches, pattern
