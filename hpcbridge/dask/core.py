@@ -65,7 +65,8 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     Parameters
     ----------
     url_or_glob:
-        A file, a directory (every file below it), a glob (``hdfs://nn:9820/data/part-*``) or a
+        A file, a directory (every file below it but hidden ones: names starting with ``_`` or
+        ``.``, as Hadoop skips them), a glob (``hdfs://nn:9820/data/part-*``) or a
         list of them, on any backend (``hdfs://``, ``file://``, ``plfs+file://``, ...).
     blocksize:
         Cut files into ranges of this many bytes instead of at their storage blocks.

@@ -145,11 +145,35 @@ def _glob_regex(pattern: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z")
 
 
+#: Names a directory or glob expansion skips, as Hadoop's FileInputFormat (its hiddenFileFilter)
+#: and ``pyarrow.dataset`` (``ignore_prefixes``) skip them: job markers (``_SUCCESS``,
+#: TeraSort's ``_partition.lst``), checksum files (``.part-0.crc``), partial and hidden files.
+HIDDEN_PREFIXES = ("_", ".")
+
+
+def _visible(paths: list[str], base: str, keep_hidden_last: bool = False) -> list[str]:
+    """``paths`` (below directory ``base``) without those that are hidden below ``base``: a name
+    starting with one of :data:`HIDDEN_PREFIXES` (``keep_hidden_last``: except the file's own
+    name, which a glob named explicitly)."""
+    start = len(base.rstrip("/")) + 1
+    out = []
+    for p in paths:
+        names = p[start:].split("/")
+        if keep_hidden_last:
+            names = names[:-1]
+        if not any(n.startswith(HIDDEN_PREFIXES) for n in names):
+            out.append(p)
+    return out
+
+
 def expand_paths(url_or_glob, storage_options: dict | None = None) -> tuple[FileSystem, list[str]]:
     """The file system and the sorted files a URL names: a file, every file below a directory,
     or the files matching a glob (``*``, ``?``, ``[...]``, ``**``).
 
-    Raises FileNotFoundError naming the URL or glob when nothing matches.
+    Below a directory, and where a glob's wildcards match, names starting with ``_`` or ``.``
+    are skipped, as Hadoop's input formats skip them (``_SUCCESS``, ``_partition.lst``, ``.crc``
+    files); a file named in the URL, or by a glob whose last part starts with ``_`` or ``.``, is
+    read. Raises FileNotFoundError naming the URL or glob when nothing matches.
     """
     if isinstance(url_or_glob, (list, tuple)):
         if not url_or_glob:
@@ -165,8 +189,10 @@ def expand_paths(url_or_glob, storage_options: dict | None = None) -> tuple[File
     if not magic:
         fs, path = url_to_fs(url_or_glob, **(storage_options or {}))
         files = fs.find(path)
+        if files != [fs._path(path)]:  # a directory: its hidden entries are not data
+            files = _visible(files, path)
         if not files:
-            raise FileNotFoundError(f"no files in {url_or_glob}")
+            raise FileNotFoundError(f"no files in {url_or_glob} (names starting with _ or . are skipped)")
         return fs, files
     # The directory before the first segment with a glob character is listed; the rest matches.
     head = url_or_glob[:magic.start()]
@@ -178,9 +204,10 @@ def expand_paths(url_or_glob, storage_options: dict | None = None) -> tuple[File
         candidates = fs.find(base)
     except FileNotFoundError:
         candidates = []
-    files = [p for p in candidates if regex.match(p)]
+    last = pattern.rstrip("/").rsplit("/", 1)[-1]
+    files = _visible([p for p in candidates if regex.match(p)], base, keep_hidden_last=last.startswith(HIDDEN_PREFIXES))
     if not files:
-        raise FileNotFoundError(f"no files match the glob {url_or_glob}")
+        raise FileNotFoundError(f"no files match the glob {url_or_glob} (names starting with _ or . are skipped)")
     return fs, files
 
 

@@ -217,6 +217,39 @@ def test_glob_patterns(tmp_path):
     assert names("") == ["a1.txt", "a2.txt", "b1.txt", "a3.txt"]  # a directory: every file below it
 
 
+def test_directories_skip_hidden_files_as_pyarrow_dataset_and_hadoop_do(tmp_path):
+    """Oracle: ``pyarrow.dataset``'s discovery (``ignore_prefixes`` ``.`` and ``_``, Hadoop's
+    FileInputFormat's hiddenFileFilter): a Hadoop job's output directory is read without its
+    ``_SUCCESS``, TeraSort's ``_partition.lst`` and the ``.crc`` files; a hidden file named
+    explicitly, or by a glob whose last part starts with ``_`` or ``.``, is read."""
+    import pyarrow.dataset as pads
+
+    from hpcbridge.dask.partitions import expand_paths
+
+    for name in ("part-r-00000", "part-r-00001", "_SUCCESS", "_partition.lst", ".part-r-00000.crc", "a_b",
+                 "sub/c.d", "sub/.hidden", "sub/_tmp/x", "_logs/history", ".staging/y"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"a,b\n1,2\n")
+    oracle = sorted(pads.dataset(str(tmp_path), format="csv").files)
+    assert oracle == [f"{tmp_path}/{n}" for n in ("a_b", "part-r-00000", "part-r-00001", "sub/c.d")]
+    for url in (f"file://{tmp_path}", f"file://{tmp_path}/", str(tmp_path), f"file://{tmp_path}/**"):
+        assert expand_paths(url)[1] == oracle, url
+    assert expand_paths(f"file://{tmp_path}/*")[1] == oracle[:3]
+    assert expand_paths(f"file://{tmp_path}/_*")[1] == [f"{tmp_path}/_SUCCESS", f"{tmp_path}/_partition.lst"]
+    assert expand_paths(f"file://{tmp_path}/_SUCCESS")[1] == [f"{tmp_path}/_SUCCESS"]
+    # validate of a TeraSort-like output directory: the _partition.lst is not a part
+    hd.teragen(f"file://{tmp_path}/gen", 30, files=2)
+    hd.terasort(f"file://{tmp_path}/gen", f"file://{tmp_path}/sorted", outputs=2, locality=False)
+    (tmp_path / "sorted" / "_partition.lst").write_bytes(b"\xff" * 250)
+    (tmp_path / "sorted" / "_SUCCESS").write_bytes(b"")
+    check = hd.validate_sort(f"file://{tmp_path}/sorted", f"file://{tmp_path}/gen").value
+    assert check["ok"] and check["records"] == 30 and check["files"] == 2, check
+    (tmp_path / "empty" / "_logs").mkdir(parents=True)
+    (tmp_path / "empty" / "_SUCCESS").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="names starting with _ or . are skipped"):
+        expand_paths(f"file://{tmp_path}/empty")
+
+
 def test_import_hpcbridge_does_not_import_dask():
     code = ("import sys, hpcbridge, hpcbridge.dask; "
             "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], sorted(sys.modules)")
