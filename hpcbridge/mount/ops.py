@@ -31,6 +31,7 @@ import posixpath
 import secrets
 import stat
 import threading
+import time
 
 import mfusepy
 
@@ -50,6 +51,8 @@ FUSE_CAP_ASYNC_DIO = 1 << 15
 WRITE_BEHIND = 16 << 20
 #: Chunk of the copy that rewrites a shrunk PLFS container.
 COPY_CHUNK = 8 << 20
+#: utimensat's special tv_nsec values (<sys/stat.h>): the current time, and the time left alone.
+UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2
 
 
 def _errno_of(exc: BaseException) -> int:
@@ -557,12 +560,28 @@ class BridgeOperations(mfusepy.Operations):
         else:
             info = self.fs.info(self.backend_path(path))
             attrs = self._attrs(info)
+            if not self.plfs:
+                self._local_times(path, attrs)
         if state is not None and (self.plfs or (not info.is_dir and not self.visible_writes)):
             # (A POSIX backend's own size is exact, other processes' truncations included; HDFS
             # shows a file being written only up to its last complete block.)
             attrs["st_size"] = state.size()
             attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
         return attrs
+
+    def _local_times(self, path: str, attrs: dict) -> None:
+        """A POSIX backend's own access and change times and allocated blocks (the library's
+        FileInfo has only mtime): ``touch -a``, ``utime`` and sparse files show as on the disk."""
+        try:
+            local = self.fs.local_path(self.backend_path(path))
+        except io.UnsupportedOperation:
+            return
+        try:
+            st = os.stat(local)
+        except OSError:
+            return  # removed meanwhile: keep what info found
+        attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns,
+                     st_blocks=st.st_blocks)
 
     @_guard
     def opendir(self, path):
@@ -684,13 +703,24 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def utimens(self, path, times=None):
-        """Times on POSIX backends; elsewhere the backend keeps its own (accepted, not stored)."""
+        """Times on POSIX backends; elsewhere the backend keeps its own (accepted, not stored).
+
+        ``times``: ``(atime, mtime)`` in ns, either None to leave it as it is (``UTIME_OMIT``:
+        ``touch -a`` / ``touch -m``), or None for both to set the current time."""
         try:
             local = self.fs.local_path(self.backend_path(path))
         except io.UnsupportedOperation:
             self.fs.info(self.backend_path(path))  # ENOENT still reported
             return 0
-        os.utime(local, ns=times) if times else os.utime(local)
+        if times is None:
+            os.utime(local)
+            return 0
+        atime, mtime = times
+        if atime is None or mtime is None:
+            st = os.stat(local)
+            atime = st.st_atime_ns if atime is None else atime
+            mtime = st.st_mtime_ns if mtime is None else mtime
+        os.utime(local, ns=(atime, mtime))
         return 0
 
     @_guard
@@ -1004,6 +1034,24 @@ class BridgeFUSE(mfusepy.FUSE):
         # mfusepy drops the file info: ftruncate must reach the open handle (its writer).
         decoded = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.truncate(decoded, length, fip.contents if fip else None)
+
+    def utimens_fuse_3(self, path, buf, fip):
+        """utimensat with its special values, which mfusepy would take for times: libfuse hands
+        ``UTIME_NOW`` (``touch``) and ``UTIME_OMIT`` (the time not to change: ``touch -a``) as
+        ``tv_nsec`` with ``tv_sec`` 0, read by mfusepy as 1.07 s after the epoch."""
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        if not buf:
+            return self.operations.utimens(decoded, None)
+        now = time.time_ns()
+        times = []
+        for ts in (buf.contents.actime, buf.contents.modtime):
+            if ts.tv_nsec == UTIME_OMIT:
+                times.append(None)
+            elif ts.tv_nsec == UTIME_NOW:
+                times.append(now)
+            else:
+                times.append(ts.tv_sec * 10**9 + ts.tv_nsec)
+        return self.operations.utimens(decoded, tuple(times))
 
     def rename_fuse_3(self, old, new, flags):
         """rename with its flags, which mfusepy would drop."""

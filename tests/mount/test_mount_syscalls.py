@@ -1,0 +1,68 @@
+"""System calls on a mount against the oracle: the same calls, in the same order, on a local
+directory (tmp_path, on ext4 or tmpfs). Each test failed before its fix."""
+
+import ctypes
+import ctypes.util
+import os
+import time
+import uuid
+
+import pytest
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2
+AT_FDCWD = -100
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _utimensat(path, atime, mtime):
+    """utimensat(2) with (seconds, nanoseconds) pairs, which may be UTIME_NOW or UTIME_OMIT."""
+    times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
+    if _libc.utimensat(AT_FDCWD, os.fsencode(path), times, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+
+
+@pytest.fixture(params=["file", "plfs"])
+def mounted_dir(request):
+    """A fresh directory in a mounted ``file://`` or ``plfs+file://`` directory: ``(path, kind)``."""
+    m = request.getfixturevalue("file_posix_mount" if request.param == "file" else "plfs_posix_mount")
+    path = os.path.join(m.path, f"s{uuid.uuid4().hex[:10]}")
+    os.mkdir(path)
+    return path, request.param
+
+
+def _times(path):
+    st = os.stat(path)
+    return st.st_atime_ns, st.st_mtime_ns
+
+
+def test_utimensat_keeps_omitted_times_and_sets_now_as_a_local_directory(file_posix_mount, tmp_path):
+    """``touch`` (UTIME_NOW) set the time to 1.07 s after the epoch, and ``touch -a``
+    (UTIME_OMIT for mtime) the mtime: mfusepy read the special values as times. ``stat`` also
+    showed mtime as atime."""
+    mount_dir = os.path.join(file_posix_mount.path, f"u{uuid.uuid4().hex[:10]}")
+    os.mkdir(mount_dir)
+    seen = []
+    for root in (str(tmp_path), mount_dir):
+        path = os.path.join(root, "f")
+        with open(path, "wb") as f:
+            f.write(b"x")
+        steps = []
+        os.utime(path, ns=(1_000_000_123, 2_000_000_456))
+        steps.append(_times(path))
+        _utimensat(path, (0, UTIME_OMIT), (77, 7))  # touch -m -d @77.000000007
+        steps.append(_times(path))
+        _utimensat(path, (88, 8), (0, UTIME_OMIT))  # touch -a -d @88.000000008
+        steps.append(_times(path))
+        _utimensat(path, (0, UTIME_OMIT), (0, UTIME_NOW))  # touch -m
+        atime, mtime = _times(path)
+        steps.append((atime, abs(mtime / 1e9 - time.time()) < 60))
+        os.utime(path)  # touch
+        steps.append(tuple(abs(t / 1e9 - time.time()) < 60 for t in _times(path)))
+        seen.append(steps)
+    assert seen[1] == seen[0] == [(1_000_000_123, 2_000_000_456), (1_000_000_123, 77_000_000_007),
+                                  (88_000_000_008, 77_000_000_007), (88_000_000_008, True), (True, True)]
