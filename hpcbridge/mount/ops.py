@@ -37,6 +37,7 @@ import mfusepy
 
 from ..fs.file import OpenMode
 from ..fs.types import FileType
+from ..fs.url import hidden_sibling
 from ..plfs.writer import reserve_sequences, sequences_for
 
 __all__ = ["BridgeOperations", "BridgeFUSE"]
@@ -944,8 +945,7 @@ class BridgeOperations(mfusepy.Operations):
                 # so the writes answered after this returns go to the new one.
                 self._close_writers(state)
             else:
-                head, name = posixpath.split(p)
-                tmp = f"{head}/.{name}.hpcbridge-truncate-{secrets.token_hex(4)}"
+                tmp = hidden_sibling(p, f"hpcbridge-truncate-{secrets.token_hex(4)}")
                 with fs.open(p, "rb") as src:
                     dst = fs.open_writer(tmp)
                     try:
@@ -965,7 +965,7 @@ class BridgeOperations(mfusepy.Operations):
                 # Replace the file by renames, the old one removed last: a daemon killed here
                 # leaves the file or its copy in place, never neither (the window where the
                 # path is missing is two renames, not a removal of a whole container).
-                old = f"{head}/.{name}.hpcbridge-truncated-{secrets.token_hex(4)}"
+                old = hidden_sibling(p, f"hpcbridge-truncated-{secrets.token_hex(4)}")
                 fs.rename(p, old)
                 fs.rename(tmp, p)
                 self._close_writers(state)  # a writer made meanwhile names the old container

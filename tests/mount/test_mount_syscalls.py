@@ -3,6 +3,7 @@ directory (tmp_path, on ext4 or tmpfs). Each test failed before its fix."""
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import time
 import uuid
@@ -66,3 +67,33 @@ def test_utimensat_keeps_omitted_times_and_sets_now_as_a_local_directory(file_po
         seen.append(steps)
     assert seen[1] == seen[0] == [(1_000_000_123, 2_000_000_456), (1_000_000_123, 77_000_000_007),
                                   (88_000_000_008, 77_000_000_007), (88_000_000_008, True), (True, True)]
+
+
+@pytest.mark.parametrize("name", ["L" * 255, "é" * 127 + "L", "a b ü" * 42 + "abc"])
+def test_names_up_to_255_bytes_work_and_256_is_enametoolong(mounted_dir, tmp_path, name):
+    """A PLFS file with a name over 227 bytes could not be created, truncated or removed
+    (ENAMETOOLONG): the container is built, and removed, under ``.NAME.plfs-new-HEX``."""
+    mount_dir, _ = mounted_dir
+    seen = []
+    for root in (str(tmp_path), mount_dir):
+        path = os.path.join(root, name)
+        steps = []
+        with open(path, "wb") as f:
+            f.write(b"0123456789")
+        steps.append(os.listdir(root))
+        os.truncate(path, 4)  # shrink: a PLFS container is rewritten beside the file
+        with open(path, "rb") as f:
+            steps.append(f.read())
+        with open(path, "wb") as f:  # O_TRUNC of a container: removed and made anew
+            f.write(b"new")
+        steps.append(os.stat(path).st_size)
+        os.rename(path, os.path.join(root, "short"))
+        os.rename(os.path.join(root, "short"), path)
+        os.unlink(path)
+        steps.append(os.listdir(root))
+        try:
+            open(os.path.join(root, "y" * 256), "wb").close()
+        except OSError as exc:
+            steps.append(exc.errno)
+        seen.append(steps)
+    assert len(name.encode()) == 255 and seen[1] == seen[0] == [[name], b"0123", 3, [], errno.ENAMETOOLONG]
