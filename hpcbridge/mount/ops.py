@@ -419,6 +419,13 @@ class _RawHandle(_Handle):
                 self.raw.close()
 
 
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
+    """libc's fallocate(2) (os has only posix_fallocate, without modes); errno in ctypes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return libc.fallocate(fd, mode, offset, length)
+
+
 def _flags_mode(flags: int) -> tuple[bool, bool]:
     acc = flags & os.O_ACCMODE
     return acc in (os.O_RDONLY, os.O_RDWR), acc in (os.O_WRONLY, os.O_RDWR)
@@ -972,6 +979,29 @@ class BridgeOperations(mfusepy.Operations):
                 fs.rm(old)
             state.base_size = length
             state.generation += 1
+
+    @_guard
+    def fallocate(self, path, mode, offset, length, fi):
+        """fallocate(2) on ``file://`` mounts, with every mode the disk takes (allocate, KEEP_SIZE,
+        PUNCH_HOLE, ZERO_RANGE...); EOPNOTSUPP elsewhere (PLFS logs and HDFS files cannot
+        reserve space or punch holes; glibc's posix_fallocate then writes the zeros itself)."""
+        handle = self._handle(fi)
+        if self.plfs:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        try:
+            local = self.fs.local_path(self.backend_path(handle.path))
+        except io.UnsupportedOperation:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP) from None
+        fd = os.open(local, os.O_WRONLY)
+        try:
+            if _fallocate(fd, mode, offset, length) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), local)
+        finally:
+            os.close(fd)
+        with handle.state.lock:  # readers of a store that caches them reopen (see readinto)
+            handle.state.generation += 1
+        return 0
 
     # -- data -------------------------------------------------------------------------------------
     def read_into(self, fh: int, buf, size: int, offset: int) -> int:

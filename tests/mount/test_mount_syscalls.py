@@ -97,3 +97,43 @@ def test_names_up_to_255_bytes_work_and_256_is_enametoolong(mounted_dir, tmp_pat
             steps.append(exc.errno)
         seen.append(steps)
     assert len(name.encode()) == 255 and seen[1] == seen[0] == [[name], b"0123", 3, [], errno.ENAMETOOLONG]
+
+
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
+
+
+def _fallocate(fd, mode, offset, length):
+    _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if _libc.fallocate(fd, mode, offset, length) != 0:
+        code = ctypes.get_errno()
+        return "EOPNOTSUPP" if code == errno.EOPNOTSUPP else errno.errorcode[code]  # ENOTSUP is its alias
+    return os.fstat(fd).st_size, os.pread(fd, 30000, 0)
+
+
+def _fallocate_steps(root):
+    fd = os.open(os.path.join(root, "f"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, b"x" * 10000, 0)
+        os.posix_fallocate(fd, 0, 20000)  # glibc writes the zeros where fallocate(2) cannot
+        steps = [(os.fstat(fd).st_size, os.pread(fd, 30000, 0))]
+        for mode, offset, length in ((0, 20000, 100), (FALLOC_FL_KEEP_SIZE, 0, 40000),
+                                     (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096),
+                                     (FALLOC_FL_ZERO_RANGE, 0, 100), (FALLOC_FL_ZERO_RANGE, 25000, 10)):
+            steps.append(_fallocate(fd, mode, offset, length))
+    finally:
+        os.close(fd)
+    return steps
+
+
+def test_fallocate_modes_as_a_local_directory_or_eopnotsupp(mounted_dir, tmp_path):
+    """file:// mounts answered EOPNOTSUPP to every fallocate(2) (the daemon had no fallocate):
+    they pass it to the disk now; PLFS refuses every mode with EOPNOTSUPP and never changes the
+    data (posix_fallocate still works: glibc writes the zeros)."""
+    mount_dir, kind = mounted_dir
+    local, mounted = _fallocate_steps(str(tmp_path)), _fallocate_steps(mount_dir)
+    assert local[0] == (20000, b"x" * 10000 + bytes(10000))
+    assert local[3][1][4096:8192] == bytes(4096)  # the hole punched
+    if kind == "file":
+        assert mounted == local
+    else:
+        assert mounted == [local[0]] + ["EOPNOTSUPP"] * 5
