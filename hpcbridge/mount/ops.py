@@ -630,8 +630,44 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def mkdir(self, path, mode):
-        """Create a directory."""
-        self.fs.mkdir(self.backend_path(path))
+        """Create a directory; on ``file://`` mounts with the caller's permission bits."""
+        p = self.backend_path(path)
+        local = self._local(p)
+        if local is None:
+            self.fs.mkdir(p)
+            return
+        os.mkdir(local, stat.S_IMODE(mode))
+        os.chmod(local, stat.S_IMODE(mode))  # exactly: the daemon's umask is not the caller's
+
+    def _local(self, p: str) -> str | None:
+        """The local path of backend path ``p`` on a plain POSIX backend (None under PLFS, whose
+        containers keep no permission bits of their own, and on remote stores)."""
+        if self.plfs:
+            return None
+        try:
+            return self.fs.local_path(p)
+        except io.UnsupportedOperation:
+            return None
+
+    def _create_local(self, p: str, flags: int, mode: int) -> bool:
+        """open(O_CREAT) on a ``file://`` mount: make a missing file with the caller's permission
+        bits (the kernel applied its umask), as open(2) does: the backend's open would give
+        0o666 less the daemon's umask (a private 0o600 file readable by all). True where this
+        call made the file (an O_EXCL open must then not fail on it)."""
+        local = self._local(p)
+        if local is None:
+            return False
+        try:
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, stat.S_IMODE(mode))
+        except FileExistsError:
+            if flags & os.O_EXCL:
+                raise
+            return False  # an existing file keeps its bits
+        try:
+            os.fchmod(fd, stat.S_IMODE(mode))  # the daemon's umask only took bits away
+        finally:
+            os.close(fd)
+        return True
 
     @_guard
     def rmdir(self, path):
@@ -750,7 +786,7 @@ class BridgeOperations(mfusepy.Operations):
                                                   "f_files", "f_ffree", "f_favail", "f_namemax")}
 
     # -- opening ----------------------------------------------------------------------------------
-    def _open(self, path: str, flags: int, fi, create: bool):
+    def _open(self, path: str, flags: int, fi, create: bool, perm: int | None = None):
         readable, writable = _flags_mode(flags)
         p = self.backend_path(path)
         fs = self.fs
@@ -783,6 +819,8 @@ class BridgeOperations(mfusepy.Operations):
                     state = self._states.get(path)
                     if state is not None and any(h.writable for h in state.handles):
                         raise mfusepy.FuseOSError(errno.EBUSY)
+            if perm is not None and self._create_local(p, flags, perm):
+                flags &= ~os.O_EXCL  # made just now, with the caller's bits
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
 
@@ -840,7 +878,7 @@ class BridgeOperations(mfusepy.Operations):
     @_guard
     def create(self, path, mode, fi):
         """open(2) with O_CREAT."""
-        return self._open(path, fi.flags | os.O_CREAT, fi, create=True)
+        return self._open(path, fi.flags | os.O_CREAT, fi, create=True, perm=mode)
 
     def _release(self, handle: _Handle) -> None:
         state = handle.state

@@ -137,3 +137,37 @@ def test_fallocate_modes_as_a_local_directory_or_eopnotsupp(mounted_dir, tmp_pat
         assert mounted == local
     else:
         assert mounted == [local[0]] + ["EOPNOTSUPP"] * 5
+
+
+def _creation_steps(root):
+    steps = []
+    old = os.umask(0o022)
+    try:
+        for i, mode in enumerate((0o600, 0o640, 0o777, 0o400)):
+            path = os.path.join(root, f"f{i}")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+            os.mkdir(os.path.join(root, f"d{i}"), mode | 0o700)
+            steps.append((oct(os.stat(path).st_mode), oct(os.stat(os.path.join(root, f"d{i}")).st_mode)))
+        os.close(os.open(os.path.join(root, "f0"), os.O_RDWR | os.O_CREAT, 0o666))  # exists: bits kept
+        steps.append(oct(os.stat(os.path.join(root, "f0")).st_mode))
+        try:
+            os.open(os.path.join(root, "f0"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            steps.append("EEXIST")
+        with open(os.path.join(root, "new"), "xb") as f:  # O_EXCL of a new file: written as usual
+            f.write(b"data")
+        with open(os.path.join(root, "new"), "rb") as f:
+            steps.append(f.read())
+    finally:
+        os.umask(old)
+    return steps
+
+
+def test_open_o_creat_and_mkdir_keep_the_callers_permission_bits(file_posix_mount, tmp_path):
+    """On file:// mounts a file made with open(O_CREAT, 0o600) was 0o644 (the daemon's own
+    0o666 less its umask: private data readable by all) and mkdir's mode was ignored."""
+    mount_dir = os.path.join(file_posix_mount.path, f"c{uuid.uuid4().hex[:10]}")
+    os.mkdir(mount_dir)
+    local = _creation_steps(str(tmp_path))
+    assert local[0] == ("0o100600", "0o40700")
+    assert _creation_steps(mount_dir) == local
