@@ -578,8 +578,9 @@ class BridgeOperations(mfusepy.Operations):
         return attrs
 
     def _local_times(self, path: str, attrs: dict) -> None:
-        """A POSIX backend's own access and change times and allocated blocks (the library's
-        FileInfo has only mtime): ``touch -a``, ``utime`` and sparse files show as on the disk."""
+        """A POSIX backend's own access and change times, link count and allocated blocks (the
+        library's FileInfo has only mtime): ``touch -a``, ``utime``, sparse files and directories'
+        link counts show as on the disk."""
         try:
             local = self.fs.local_path(self.backend_path(path))
         except io.UnsupportedOperation:
@@ -589,7 +590,7 @@ class BridgeOperations(mfusepy.Operations):
         except OSError:
             return  # removed meanwhile: keep what info found
         attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns,
-                     st_blocks=st.st_blocks)
+                     st_blocks=st.st_blocks, st_nlink=st.st_nlink)
 
     @_guard
     def opendir(self, path):

@@ -171,3 +171,17 @@ def test_open_o_creat_and_mkdir_keep_the_callers_permission_bits(file_posix_moun
     local = _creation_steps(str(tmp_path))
     assert local[0] == ("0o100600", "0o40700")
     assert _creation_steps(mount_dir) == local
+
+
+def test_link_counts_and_blocks_are_the_disks_on_a_file_mount(file_posix_mount, tmp_path):
+    """A directory's st_nlink was always 2 and a sparse file's st_blocks its size / 512."""
+    mount_dir = os.path.join(file_posix_mount.path, f"n{uuid.uuid4().hex[:10]}")
+    os.mkdir(mount_dir)
+    seen = []
+    for root in (str(tmp_path), mount_dir):
+        os.makedirs(os.path.join(root, "a/b"))
+        os.mkdir(os.path.join(root, "a/c"))
+        with open(os.path.join(root, "sparse"), "wb") as f:
+            f.truncate(1 << 30)
+        seen.append((os.stat(os.path.join(root, "a")).st_nlink, os.stat(os.path.join(root, "sparse")).st_blocks))
+    assert seen[1] == seen[0] == (4, 0)
