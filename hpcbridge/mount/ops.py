@@ -426,6 +426,18 @@ def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
     return libc.fallocate(fd, mode, offset, length)
 
 
+def _groups(pid: int) -> set:
+    """The supplementary groups of process ``pid`` (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Groups:"):
+                    return {int(g) for g in line.split()[1:]}
+    except OSError:
+        pass
+    return set()
+
+
 def _flags_mode(flags: int) -> tuple[bool, bool]:
     acc = flags & os.O_ACCMODE
     return acc in (os.O_RDONLY, os.O_RDWR), acc in (os.O_WRONLY, os.O_RDWR)
@@ -591,6 +603,30 @@ class BridgeOperations(mfusepy.Operations):
             return  # removed meanwhile: keep what info found
         attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns,
                      st_blocks=st.st_blocks, st_nlink=st.st_nlink)
+
+    @_guard
+    def access(self, path, amode):
+        """access(2) by the permission bits ``stat`` shows, for the calling process, as the
+        kernel checks them itself under ``default_permissions`` (mfusepy's default said yes to
+        everything: ``test -x`` of any file, ``test -w`` of a read-only one). Root may read
+        and write anything, and execute what has an x bit or is a directory."""
+        attrs = self.getattr(path)  # ENOENT
+        want = amode & (os.R_OK | os.W_OK | os.X_OK)
+        if not want:
+            return 0
+        mode = attrs["st_mode"]
+        uid, gid, pid = mfusepy.fuse_get_context()
+        if uid == 0:
+            allowed = os.R_OK | os.W_OK | (os.X_OK if stat.S_ISDIR(mode) or mode & 0o111 else 0)
+        elif uid == attrs["st_uid"]:
+            allowed = (mode >> 6) & 7
+        elif attrs["st_gid"] == gid or attrs["st_gid"] in _groups(pid):
+            allowed = (mode >> 3) & 7
+        else:
+            allowed = mode & 7
+        if want & ~allowed:
+            raise mfusepy.FuseOSError(errno.EACCES)
+        return 0
 
     @_guard
     def opendir(self, path):

@@ -185,3 +185,27 @@ def test_link_counts_and_blocks_are_the_disks_on_a_file_mount(file_posix_mount, 
             f.truncate(1 << 30)
         seen.append((os.stat(os.path.join(root, "a")).st_nlink, os.stat(os.path.join(root, "sparse")).st_blocks))
     assert seen[1] == seen[0] == (4, 0)
+
+
+def _access_steps(root, chmod):
+    steps = []
+    for i, mode in enumerate((0o644, 0o755, 0o444, 0o000)):
+        path = os.path.join(root, f"a{i}")
+        open(path, "wb").close()
+        if chmod:
+            os.chmod(path, mode)
+        steps.append([os.access(path, k) for k in (os.F_OK, os.R_OK, os.W_OK, os.X_OK)])
+    os.mkdir(os.path.join(root, "d"))
+    steps.append(os.access(os.path.join(root, "d"), os.R_OK | os.W_OK | os.X_OK))
+    steps.append(os.access(os.path.join(root, "missing"), os.F_OK))
+    return steps
+
+
+def test_access_follows_the_permission_bits(mounted_dir, tmp_path):
+    """access(2) said yes to everything (mfusepy's default): ``test -x`` of a 0o644 file was
+    true, and so was ``test -w`` of a read-only file for its owner."""
+    mount_dir, kind = mounted_dir
+    chmod = kind == "file"  # PLFS files have no bits of their own: 0o644, as a local file made so
+    local = _access_steps(str(tmp_path), chmod)
+    assert [row[3] for row in local[:4]] == ([False, True, False, False] if chmod else [False] * 4)
+    assert _access_steps(mount_dir, chmod) == local
