@@ -707,6 +707,30 @@ class BridgeOperations(mfusepy.Operations):
         return True
 
     @_guard
+    def mknod(self, path, mode, dev):
+        """mknod(2): a regular file is made as ``open(O_CREAT | O_EXCL)`` makes it (libfuse's own
+        fallback while no mknod was defined); FIFOs, sockets and devices: EPERM, as mknod(2)
+        says for a file system without that type of node (the backends store none; libfuse
+        answered ENOSYS)."""
+        if not stat.S_ISREG(mode):
+            raise mfusepy.FuseOSError(errno.EPERM)
+        fi = mfusepy.fuse_file_info()
+        fi.flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        self._open(path, fi.flags, fi, create=True, perm=mode)
+        handle = self._handles.pop(fi.fh)
+        try:
+            handle.flush()
+        finally:
+            self._release(handle)
+        return 0
+
+    @_guard
+    def symlink(self, target, source):
+        """EPERM, as symlink(2) says for a file system without symbolic links (libfuse answered
+        ENOSYS, which ``ln -s`` reports as "Function not implemented")."""
+        raise mfusepy.FuseOSError(errno.EPERM)
+
+    @_guard
     def rmdir(self, path):
         """Remove an empty directory."""
         self.fs.rmdir(self.backend_path(path))
