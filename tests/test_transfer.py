@@ -52,3 +52,13 @@ def test_copy_refusals(tmp_path):
         copy_file(fs, f"{tmp_path}/a", fs, f"{tmp_path}/z", chunk_size=0)
     with pytest.raises(FileNotFoundError):
         copy_file(fs, f"{tmp_path}/missing", fs, f"{tmp_path}/z")
+
+
+def test_copy_to_a_name_of_255_bytes(tmp_path):
+    """The partial file beside the destination is ``.NAME.hpcbridge-partial-ID``: NAME is cut
+    short, or a copy to a name over 227 bytes failed with ENAMETOOLONG, as open(2) does not."""
+    fs = hpcbridge.connect("/")
+    fs.write_bytes(f"{tmp_path}/src", b"data")
+    name = "é" * 127 + "L"  # 255 bytes
+    assert copy_file(fs, f"{tmp_path}/src", fs, f"{tmp_path}/{name}") == 4
+    assert sorted(os.listdir(tmp_path)) == sorted(["src", name]) and fs.read_bytes(f"{tmp_path}/{name}") == b"data"

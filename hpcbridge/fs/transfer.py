@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 from .base import FileSystem
+from .url import hidden_sibling
 
 __all__ = ["copy_file", "DEFAULT_CHUNK_SIZE"]
 
@@ -20,8 +21,7 @@ DEFAULT_CHUNK_SIZE = 8 << 20
 
 
 def _partial_name(path: str) -> str:
-    head, _, tail = path.rpartition("/")
-    return f"{head}/.{tail}.hpcbridge-partial-{uuid.uuid4().hex[:12]}"
+    return hidden_sibling(path, f"hpcbridge-partial-{uuid.uuid4().hex[:12]}")
 
 
 def _open_partial(dst_fs: FileSystem, partial: str, dst: str):

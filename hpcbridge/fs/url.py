@@ -23,7 +23,10 @@ from urllib.parse import quote, unquote
 
 from ..errors import InvalidURLError
 
-__all__ = ["URL", "parse_url", "normalize_path", "split_netloc"]
+__all__ = ["URL", "parse_url", "normalize_path", "split_netloc", "hidden_sibling", "NAME_MAX"]
+
+#: The longest name (in bytes) of one path component on Linux file systems and HDFS's default.
+NAME_MAX = 255
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 # A host name (RFC 1123 labels; underscores as some clusters use them) or an IPv4 address.
@@ -209,3 +212,19 @@ def parse_url(url: str | os.PathLike) -> URL:
     elif netloc:
         split_netloc(netloc, url)
     return URL(scheme, netloc, path, url)
+
+
+def hidden_sibling(path: str, tag: str) -> str:
+    """The hidden name ``DIR/.NAME.TAG`` beside ``path`` (a temporary copy, a part being
+    removed), with NAME cut short where the whole would pass :data:`NAME_MAX` bytes: a file
+    with a name of 255 bytes must still be creatable, removable and truncatable (ENAMETOOLONG
+    otherwise). ``tag`` should make the name unique (a random part)."""
+    head, _, name = path.rpartition("/")
+    suffix = f".{tag}"
+    room = NAME_MAX - 1 - len(suffix.encode("utf-8", "surrogateescape"))
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) > room:
+        name = name[:room]  # whole characters (at least one byte each), then the bytes
+        while len(name.encode("utf-8", "surrogateescape")) > room:
+            name = name[:-1]
+    return f"{head}/.{name}{suffix}"

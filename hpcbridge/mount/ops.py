@@ -31,11 +31,13 @@ import posixpath
 import secrets
 import stat
 import threading
+import time
 
 import mfusepy
 
 from ..fs.file import OpenMode
 from ..fs.types import FileType
+from ..fs.url import hidden_sibling
 from ..plfs.writer import reserve_sequences, sequences_for
 
 __all__ = ["BridgeOperations", "BridgeFUSE"]
@@ -50,6 +52,8 @@ FUSE_CAP_ASYNC_DIO = 1 << 15
 WRITE_BEHIND = 16 << 20
 #: Chunk of the copy that rewrites a shrunk PLFS container.
 COPY_CHUNK = 8 << 20
+#: utimensat's special tv_nsec values (<sys/stat.h>): the current time, and the time left alone.
+UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2
 
 
 def _errno_of(exc: BaseException) -> int:
@@ -415,6 +419,25 @@ class _RawHandle(_Handle):
                 self.raw.close()
 
 
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> int:
+    """libc's fallocate(2) (os has only posix_fallocate, without modes); errno in ctypes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return libc.fallocate(fd, mode, offset, length)
+
+
+def _groups(pid: int) -> set:
+    """The supplementary groups of process ``pid`` (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Groups:"):
+                    return {int(g) for g in line.split()[1:]}
+    except OSError:
+        pass
+    return set()
+
+
 def _flags_mode(flags: int) -> tuple[bool, bool]:
     acc = flags & os.O_ACCMODE
     return acc in (os.O_RDONLY, os.O_RDWR), acc in (os.O_WRONLY, os.O_RDWR)
@@ -557,12 +580,53 @@ class BridgeOperations(mfusepy.Operations):
         else:
             info = self.fs.info(self.backend_path(path))
             attrs = self._attrs(info)
+            if not self.plfs:
+                self._local_times(path, attrs)
         if state is not None and (self.plfs or (not info.is_dir and not self.visible_writes)):
             # (A POSIX backend's own size is exact, other processes' truncations included; HDFS
             # shows a file being written only up to its last complete block.)
             attrs["st_size"] = state.size()
             attrs["st_blocks"] = (attrs["st_size"] + 511) // 512
         return attrs
+
+    def _local_times(self, path: str, attrs: dict) -> None:
+        """A POSIX backend's own access and change times, link count and allocated blocks (the
+        library's FileInfo has only mtime): ``touch -a``, ``utime``, sparse files and directories'
+        link counts show as on the disk."""
+        try:
+            local = self.fs.local_path(self.backend_path(path))
+        except io.UnsupportedOperation:
+            return
+        try:
+            st = os.stat(local)
+        except OSError:
+            return  # removed meanwhile: keep what info found
+        attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns,
+                     st_blocks=st.st_blocks, st_nlink=st.st_nlink)
+
+    @_guard
+    def access(self, path, amode):
+        """access(2) by the permission bits ``stat`` shows, for the calling process, as the
+        kernel checks them itself under ``default_permissions`` (mfusepy's default said yes to
+        everything: ``test -x`` of any file, ``test -w`` of a read-only one). Root may read
+        and write anything, and execute what has an x bit or is a directory."""
+        attrs = self.getattr(path)  # ENOENT
+        want = amode & (os.R_OK | os.W_OK | os.X_OK)
+        if not want:
+            return 0
+        mode = attrs["st_mode"]
+        uid, gid, pid = mfusepy.fuse_get_context()
+        if uid == 0:
+            allowed = os.R_OK | os.W_OK | (os.X_OK if stat.S_ISDIR(mode) or mode & 0o111 else 0)
+        elif uid == attrs["st_uid"]:
+            allowed = (mode >> 6) & 7
+        elif attrs["st_gid"] == gid or attrs["st_gid"] in _groups(pid):
+            allowed = (mode >> 3) & 7
+        else:
+            allowed = mode & 7
+        if want & ~allowed:
+            raise mfusepy.FuseOSError(errno.EACCES)
+        return 0
 
     @_guard
     def opendir(self, path):
@@ -603,8 +667,68 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def mkdir(self, path, mode):
-        """Create a directory."""
-        self.fs.mkdir(self.backend_path(path))
+        """Create a directory; on ``file://`` mounts with the caller's permission bits."""
+        p = self.backend_path(path)
+        local = self._local(p)
+        if local is None:
+            self.fs.mkdir(p)
+            return
+        os.mkdir(local, stat.S_IMODE(mode))
+        os.chmod(local, stat.S_IMODE(mode))  # exactly: the daemon's umask is not the caller's
+
+    def _local(self, p: str) -> str | None:
+        """The local path of backend path ``p`` on a plain POSIX backend (None under PLFS, whose
+        containers keep no permission bits of their own, and on remote stores)."""
+        if self.plfs:
+            return None
+        try:
+            return self.fs.local_path(p)
+        except io.UnsupportedOperation:
+            return None
+
+    def _create_local(self, p: str, flags: int, mode: int) -> bool:
+        """open(O_CREAT) on a ``file://`` mount: make a missing file with the caller's permission
+        bits (the kernel applied its umask), as open(2) does: the backend's open would give
+        0o666 less the daemon's umask (a private 0o600 file readable by all). True where this
+        call made the file (an O_EXCL open must then not fail on it)."""
+        local = self._local(p)
+        if local is None:
+            return False
+        try:
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, stat.S_IMODE(mode))
+        except FileExistsError:
+            if flags & os.O_EXCL:
+                raise
+            return False  # an existing file keeps its bits
+        try:
+            os.fchmod(fd, stat.S_IMODE(mode))  # the daemon's umask only took bits away
+        finally:
+            os.close(fd)
+        return True
+
+    @_guard
+    def mknod(self, path, mode, dev):
+        """mknod(2): a regular file is made as ``open(O_CREAT | O_EXCL)`` makes it (libfuse's own
+        fallback while no mknod was defined); FIFOs, sockets and devices: EPERM, as mknod(2)
+        says for a file system without that type of node (the backends store none; libfuse
+        answered ENOSYS)."""
+        if not stat.S_ISREG(mode):
+            raise mfusepy.FuseOSError(errno.EPERM)
+        fi = mfusepy.fuse_file_info()
+        fi.flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        self._open(path, fi.flags, fi, create=True, perm=mode)
+        handle = self._handles.pop(fi.fh)
+        try:
+            handle.flush()
+        finally:
+            self._release(handle)
+        return 0
+
+    @_guard
+    def symlink(self, target, source):
+        """EPERM, as symlink(2) says for a file system without symbolic links (libfuse answered
+        ENOSYS, which ``ln -s`` reports as "Function not implemented")."""
+        raise mfusepy.FuseOSError(errno.EPERM)
 
     @_guard
     def rmdir(self, path):
@@ -684,13 +808,24 @@ class BridgeOperations(mfusepy.Operations):
 
     @_guard
     def utimens(self, path, times=None):
-        """Times on POSIX backends; elsewhere the backend keeps its own (accepted, not stored)."""
+        """Times on POSIX backends; elsewhere the backend keeps its own (accepted, not stored).
+
+        ``times``: ``(atime, mtime)`` in ns, either None to leave it as it is (``UTIME_OMIT``:
+        ``touch -a`` / ``touch -m``), or None for both to set the current time."""
         try:
             local = self.fs.local_path(self.backend_path(path))
         except io.UnsupportedOperation:
             self.fs.info(self.backend_path(path))  # ENOENT still reported
             return 0
-        os.utime(local, ns=times) if times else os.utime(local)
+        if times is None:
+            os.utime(local)
+            return 0
+        atime, mtime = times
+        if atime is None or mtime is None:
+            st = os.stat(local)
+            atime = st.st_atime_ns if atime is None else atime
+            mtime = st.st_mtime_ns if mtime is None else mtime
+        os.utime(local, ns=(atime, mtime))
         return 0
 
     @_guard
@@ -712,7 +847,7 @@ class BridgeOperations(mfusepy.Operations):
                                                   "f_files", "f_ffree", "f_favail", "f_namemax")}
 
     # -- opening ----------------------------------------------------------------------------------
-    def _open(self, path: str, flags: int, fi, create: bool):
+    def _open(self, path: str, flags: int, fi, create: bool, perm: int | None = None):
         readable, writable = _flags_mode(flags)
         p = self.backend_path(path)
         fs = self.fs
@@ -745,6 +880,8 @@ class BridgeOperations(mfusepy.Operations):
                     state = self._states.get(path)
                     if state is not None and any(h.writable for h in state.handles):
                         raise mfusepy.FuseOSError(errno.EBUSY)
+            if perm is not None and self._create_local(p, flags, perm):
+                flags &= ~os.O_EXCL  # made just now, with the caller's bits
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
 
@@ -802,7 +939,7 @@ class BridgeOperations(mfusepy.Operations):
     @_guard
     def create(self, path, mode, fi):
         """open(2) with O_CREAT."""
-        return self._open(path, fi.flags | os.O_CREAT, fi, create=True)
+        return self._open(path, fi.flags | os.O_CREAT, fi, create=True, perm=mode)
 
     def _release(self, handle: _Handle) -> None:
         state = handle.state
@@ -914,8 +1051,7 @@ class BridgeOperations(mfusepy.Operations):
                 # so the writes answered after this returns go to the new one.
                 self._close_writers(state)
             else:
-                head, name = posixpath.split(p)
-                tmp = f"{head}/.{name}.hpcbridge-truncate-{secrets.token_hex(4)}"
+                tmp = hidden_sibling(p, f"hpcbridge-truncate-{secrets.token_hex(4)}")
                 with fs.open(p, "rb") as src:
                     dst = fs.open_writer(tmp)
                     try:
@@ -935,13 +1071,36 @@ class BridgeOperations(mfusepy.Operations):
                 # Replace the file by renames, the old one removed last: a daemon killed here
                 # leaves the file or its copy in place, never neither (the window where the
                 # path is missing is two renames, not a removal of a whole container).
-                old = f"{head}/.{name}.hpcbridge-truncated-{secrets.token_hex(4)}"
+                old = hidden_sibling(p, f"hpcbridge-truncated-{secrets.token_hex(4)}")
                 fs.rename(p, old)
                 fs.rename(tmp, p)
                 self._close_writers(state)  # a writer made meanwhile names the old container
                 fs.rm(old)
             state.base_size = length
             state.generation += 1
+
+    @_guard
+    def fallocate(self, path, mode, offset, length, fi):
+        """fallocate(2) on ``file://`` mounts, with every mode the disk takes (allocate, KEEP_SIZE,
+        PUNCH_HOLE, ZERO_RANGE...); EOPNOTSUPP elsewhere (PLFS logs and HDFS files cannot
+        reserve space or punch holes; glibc's posix_fallocate then writes the zeros itself)."""
+        handle = self._handle(fi)
+        if self.plfs:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+        try:
+            local = self.fs.local_path(self.backend_path(handle.path))
+        except io.UnsupportedOperation:
+            raise mfusepy.FuseOSError(errno.EOPNOTSUPP) from None
+        fd = os.open(local, os.O_WRONLY)
+        try:
+            if _fallocate(fd, mode, offset, length) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), local)
+        finally:
+            os.close(fd)
+        with handle.state.lock:  # readers of a store that caches them reopen (see readinto)
+            handle.state.generation += 1
+        return 0
 
     # -- data -------------------------------------------------------------------------------------
     def read_into(self, fh: int, buf, size: int, offset: int) -> int:
@@ -1004,6 +1163,24 @@ class BridgeFUSE(mfusepy.FUSE):
         # mfusepy drops the file info: ftruncate must reach the open handle (its writer).
         decoded = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.truncate(decoded, length, fip.contents if fip else None)
+
+    def utimens_fuse_3(self, path, buf, fip):
+        """utimensat with its special values, which mfusepy would take for times: libfuse hands
+        ``UTIME_NOW`` (``touch``) and ``UTIME_OMIT`` (the time not to change: ``touch -a``) as
+        ``tv_nsec`` with ``tv_sec`` 0, read by mfusepy as 1.07 s after the epoch."""
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        if not buf:
+            return self.operations.utimens(decoded, None)
+        now = time.time_ns()
+        times = []
+        for ts in (buf.contents.actime, buf.contents.modtime):
+            if ts.tv_nsec == UTIME_OMIT:
+                times.append(None)
+            elif ts.tv_nsec == UTIME_NOW:
+                times.append(now)
+            else:
+                times.append(ts.tv_sec * 10**9 + ts.tv_nsec)
+        return self.operations.utimens(decoded, tuple(times))
 
     def rename_fuse_3(self, old, new, flags):
         """rename with its flags, which mfusepy would drop."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import os_error
 from ..fs.base import FileSystem
+from ..fs.url import hidden_sibling
 from .format import (CREATING, MARKER, META_DIR, OPEN_DIR, RECORD, VOLUME_MARKER, decode_records, host_dir,
                      index_log_name, marker_json, merged_generation, merged_name, parse_marker, volume_marker_json)
 
@@ -208,12 +209,11 @@ class Container:
         the others return False and use it. A failure on any volume removes what this call made.
         """
         fs, path = self.volumes[0]
-        parent, name = posixpath.split(path)
         host_dirs = max(1, math.isqrt(max(1, writers_hint - 1)) + 1)
         container_id = uuid.uuid4().hex
         marker = marker_json(host_dirs, self._volume_urls(), container_id)
         single = len(self.volumes) == 1
-        temp = f"{parent.rstrip('/')}/.{name}.plfs-new-{container_id[:16]}"
+        temp = hidden_sibling(path, f"plfs-new-{container_id[:16]}")
         try:
             fs.mkdir(temp)
             fs.mkdir(f"{temp}/{META_DIR}")
@@ -294,8 +294,7 @@ class Container:
         doomed = []
         for fs, path in self.volumes:
             if fs.exists(path):
-                parent, name = posixpath.split(path)
-                hidden = posixpath.join(parent, f".{name}.plfs-removed-{secrets.token_hex(6)}")
+                hidden = hidden_sibling(path, f"plfs-removed-{secrets.token_hex(6)}")
                 fs.rename(path, hidden)
                 doomed.append((fs, hidden))
         for fs, hidden in doomed:

@@ -98,3 +98,14 @@ def workdir(plfs_mount):
     name = f"t{uuid.uuid4().hex[:10]}"
     os.mkdir(os.path.join(plfs_mount.path, name))
     return plfs_mount, name
+
+
+@pytest.fixture(scope="module")
+def file_posix_mount():
+    """A plain local directory (``file://``, no PLFS), mounted for the module."""
+    _skip_without_fuse()
+    backing = tempfile.mkdtemp(prefix="hpcbridge-mnt-back-")
+    try:
+        yield from mounted(f"file://{backing}")
+    finally:
+        shutil.rmtree(backing, ignore_errors=True)
