@@ -278,3 +278,47 @@ def test_unwritten_elements_read_as_h5py_reads_them(tmp_path):
         expected = f["array_chunked"][()]
     np.testing.assert_array_equal(hd.read_hdf5(f"file://{path}", "array_chunked")[:, 1:].compute(scheduler="sync"),
                                   expected[:, 1:])
+
+
+def test_nul_terminated_strings_end_at_their_nul(tmp_path):
+    """H5T_STR_NULLTERM strings with bytes after the NUL (C writers leave whatever their buffer
+    held): HDF5 reads them up to the NUL, and so must hpcbridge (it returned the stored bytes),
+    alone, as compound members and in array types, in every layout."""
+    path = tmp_path / "nulterm.h5"
+    raw = np.array([b"ab\x00xyz", b"abcdef", b"\x00\x00zz\x00q", b"a", b"x\x00\x00\x00\x00y"], "S6")
+
+    def string(pad):
+        t = h5py.h5t.C_S1.copy()
+        t.set_size(6)
+        t.set_strpad(pad)
+        return t
+
+    nulterm = string(h5py.h5t.STR_NULLTERM)
+    member = h5py.h5t.create(h5py.h5t.COMPOUND, 24)
+    member.insert(b"n", 0, h5py.h5t.STD_I16BE)
+    member.insert(b"s", 2, nulterm)
+    member.insert(b"p", 8, string(h5py.h5t.STR_NULLPAD))  # kept as stored
+    member.insert(b"a", 14, h5py.h5t.array_create(nulterm, (1,)))
+    records = np.zeros(5, {"names": ["n", "s", "p", "a"], "formats": [">i2", "S6", "S6", ("S6", (1,))],
+                           "offsets": [0, 2, 8, 14], "itemsize": 24})
+    records["n"], records["s"], records["p"], records["a"][:, 0] = np.arange(5), raw, raw, raw[::-1]
+    pair = h5py.h5t.array_create(nulterm, (2,))
+    with h5py.File(path, "w") as f:
+        for name, tid, values in (("plain", nulterm, raw), ("records", member, records),
+                                  ("pairs", pair, np.stack([raw, raw[::-1]], 1).copy())):
+            for layout, chunked in (("contiguous", None), ("chunked", (2,))):
+                dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                if chunked:
+                    dcpl.set_chunk(chunked)
+                    dcpl.set_deflate(1)
+                d = h5py.h5d.create(f.id, f"{name}_{layout}".encode(), tid, h5py.h5s.create_simple((5,)), dcpl=dcpl)
+                d.write(h5py.h5s.ALL, h5py.h5s.ALL, values, mtype=tid)  # the bytes as given, no conversion
+    with h5py.File(path) as f:
+        expected = {name: f[name][()] for name in f}
+    assert expected["plain_contiguous"].tolist() == [b"ab", b"abcdef", b"", b"a", b"x"]
+    for name, values in expected.items():
+        got = _read(path, name)
+        assert got.shape == values.shape and got.dtype == values.dtype.newbyteorder("="), name
+        assert np.all(got == values.astype(got.dtype)), name
+        part = hd.read_hdf5(f"file://{path}", name, chunks=3)[1:4].compute(scheduler="sync")
+        assert np.all(part == values[1:4].astype(got.dtype)), name
