@@ -1,13 +1,18 @@
 """HDF5 files as other writers make them, read through hpcbridge with h5py as the oracle:
 ``libver="latest"`` chunk indexes (single chunk, implicit, fixed array, paged, extensible array,
 version-2 B-tree) with and without a user block, types HDF5 converts on read, array types,
-empty and null dataspaces, external links and external storage."""
+empty and null dataspaces, external links and external storage, NUL-terminated strings, and a
+Hypothesis test over shapes, chunks, index types, filters, element types and Dask chunks."""
 
+import math
 import os
 import time
+import uuid
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
 pytest.importorskip("dask.array")
@@ -322,3 +327,85 @@ def test_nul_terminated_strings_end_at_their_nul(tmp_path):
         assert np.all(got == values.astype(got.dtype)), name
         part = hd.read_hdf5(f"file://{path}", name, chunks=3)[1:4].compute(scheduler="sync")
         assert np.all(part == values[1:4].astype(got.dtype)), name
+
+
+#: Element types of the Hypothesis test: byte orders, bool (an HDF5 enum), fixed strings,
+#: complex (a compound), a padded compound, an HDF5 array type (trailing axes).
+FORMAT_DTYPES = ["<f8", ">i2", "u1", ">f4", "|b1", "S3", "<c8",
+                 {"names": ["a", "b"], "formats": [">i4", "u1"], "offsets": [0, 6], "itemsize": 8}, ("<i2", (2,))]
+
+
+@st.composite
+def format_cases(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=rank, max_size=rank)))
+    case = dict(shape=shape, libver=draw(st.sampled_from(["earliest", "latest"])),
+                dtype=np.dtype(draw(st.sampled_from(FORMAT_DTYPES))), written="all", options={})
+    if draw(st.booleans()):  # chunked: every index type of both libvers, chunks up to past the shape
+        grow = draw(st.sampled_from(["fixed", "larger", "one unlimited", "all unlimited"]))
+        unlimited = draw(st.integers(0, rank - 1))
+        maxshape = {"fixed": shape, "larger": tuple(n + draw(st.integers(0, 5)) for n in shape),
+                    "one unlimited": tuple(None if i == unlimited else n for i, n in enumerate(shape)),
+                    "all unlimited": (None,) * rank}[grow]
+        chunks = tuple(draw(st.integers(1, max(1, n if m == n else (m or n + 4)))) for n, m in zip(shape, maxshape))
+        maxshape = tuple(m if m is None else max(m, c) for m, c in zip(maxshape, chunks))
+        filters = draw(st.sampled_from([(), ("gzip",), ("shuffle",), ("gzip", "shuffle"), ("fletcher32",),
+                                        ("gzip", "shuffle", "fletcher32")]))
+        case["options"] = dict(chunks=chunks, maxshape=maxshape, compression="gzip" if "gzip" in filters else None,
+                               shuffle="shuffle" in filters, fletcher32="fletcher32" in filters)
+        case["written"] = draw(st.sampled_from(["all", "part", "none", "shrunk and grown"]))
+    else:
+        case["written"] = draw(st.sampled_from(["all", "none"]))
+    if draw(st.booleans()) and not case["dtype"].subdtype:
+        case["options"]["fillvalue"] = _format_values((1,), case["dtype"])[0]
+    case["chunks"] = draw(st.one_of(st.none(), st.integers(1, 5), st.tuples(*[st.integers(1, max(1, n)) for n in shape])))
+    case["partition_size"] = draw(st.one_of(st.none(), st.integers(1, 300)))
+    case["slice"] = tuple(slice(draw(st.integers(0, max(0, n - 1))), draw(st.integers(0, n)), draw(st.integers(1, 3)))
+                          for n in shape)
+    return case
+
+
+def _format_values(shape, dtype):
+    n = math.prod(shape)
+    base = np.arange(n) * 7 % 251 + 1
+    if dtype.names:
+        out = np.zeros(n, dtype)
+        out["a"], out["b"] = base * 1001, base
+        return out.reshape(shape)
+    if dtype.subdtype:
+        return (np.arange(n * 2) % 97).astype(dtype.base).reshape(shape + dtype.shape)
+    if dtype.kind == "S":
+        return np.array([str(x).encode() for x in base], dtype).reshape(shape)
+    return (base % 3 == 0).reshape(shape) if dtype.kind == "b" else base.astype(dtype).reshape(shape)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=format_cases())
+def test_hypothesis_formats_equal_h5py(tmp_path, case):
+    """Shapes (empty ones too), chunks (larger than the data too), index types of both libvers,
+    filters, element types, unwritten, partly written and shrunk-then-grown datasets, Dask chunks
+    and partition sizes that cut HDF5 chunks: every element as h5py reads it."""
+    path = tmp_path / f"h{uuid.uuid4().hex}.h5"
+    shape, dtype = case["shape"], case["dtype"]
+    data = _format_values(shape, dtype)
+    with h5py.File(path, "w", libver=case["libver"]) as f:
+        d = f.create_dataset("d", shape=shape, dtype=dtype, **case["options"])
+        if case["written"] == "part" and data.size:
+            part = tuple(slice(0, max(1, n // 2)) for n in shape)
+            d[part] = data[part]
+        elif case["written"] in ("all", "shrunk and grown") and data.size:
+            d[...] = data
+        if case["written"] == "shrunk and grown":
+            d.resize(tuple(n // 2 for n in shape))
+            d.resize(tuple(n + 3 if m is None else min(n + 3, m) for n, m in zip(shape, d.maxshape)))
+    with h5py.File(path) as f:
+        expected = f["d"][()]
+    chunks = case["chunks"]
+    if isinstance(chunks, tuple):  # the grown shape, an array type's axes
+        chunks = tuple(min(c, max(1, n)) for c, n in zip(chunks, expected.shape)) + dtype.shape
+    h5ds._CACHE.clear()
+    arr = hd.read_hdf5(f"file://{path}", "d", chunks=chunks, partition_size=case["partition_size"])
+    sl = case["slice"] if expected.shape[:len(shape)] == shape else ()
+    for got, want in ((arr.compute(scheduler="sync"), expected), (arr[sl].compute(scheduler="sync"), expected[sl])):
+        assert got.shape == want.shape and got.dtype == want.dtype.newbyteorder("=")
+        assert np.all(got == want.astype(got.dtype))
