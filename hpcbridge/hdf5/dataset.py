@@ -18,6 +18,7 @@ import math
 import posixpath
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,6 +248,29 @@ def describe(fs, path: str, dataset: str) -> tuple[DatasetInfo, ChunkIndex | Non
     return result
 
 
+@contextmanager
+def _metadata_errors(url: str, dataset: str):
+    """h5py's errors for metadata HDF5 cannot read (RuntimeError, KeyError: a damaged heap or
+    B-tree, a type with no numpy equivalent: TypeError) as HDF5FormatError naming the URL."""
+    try:
+        yield
+    except HDF5Error:  # ours, named already (DatasetNotFoundError is a KeyError too)
+        raise
+    except (RuntimeError, KeyError, TypeError) as exc:
+        raise HDF5FormatError(f"{url}: HDF5 cannot read the metadata of {dataset!r}: {exc}") from exc
+
+
+def _inside(index: ChunkIndex, shape, chunk, url: str, dataset: str) -> ChunkIndex:
+    """The chunks of a version-1 B-tree inside the dataset's shape (HDF5 never looks up the
+    others: a damaged key); HDF5FormatError for a chunk not on the chunk grid."""
+    if not len(index):
+        return index
+    if np.any(index.coords % np.array(chunk, np.int64)) or np.any(index.coords < 0):
+        raise HDF5FormatError(f"{url}: the chunk B-tree of {dataset!r} has chunks off the chunk grid {chunk}")
+    inside = np.all(index.coords < np.array(shape, np.int64), axis=1)
+    return index if inside.all() else index.take(inside)
+
+
 def _describe(fs, path: str, dataset: str, url: str, size: int):
     h5py = require_h5py(url)
     f = open_cached(fs, path, size)
@@ -256,7 +280,7 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
             h5 = h5py.File(f, "r")
         except OSError as exc:
             raise NotHDF5Error(f"{url} cannot be opened as an HDF5 file: {exc}") from None
-        with h5:
+        with h5, _metadata_errors(url, dataset):
             _refuse_external_links(h5py, h5, dataset, url)
             obj = h5.get(dataset)
             if obj is None:
@@ -316,7 +340,8 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
                 chunk = tuple(int(c) for c in obj.chunks)
                 if layout.version < 4:
                     index = ChunkIndex.empty(len(chunk)) if layout.address is None else \
-                        read_btree_index(f, layout.address, len(chunk), sb.base, sb.offset_size, url)
+                        _inside(read_btree_index(f, layout.address, len(chunk), sb.base, sb.offset_size, url),
+                                shape[:len(chunk)], chunk, url, dataset)
                 else:
                     grid_shape = shape[:len(chunk)]
                     index = read_v4_index(f, layout, grid_shape, tuple(obj.maxshape), chunk, obj.dtype.itemsize,

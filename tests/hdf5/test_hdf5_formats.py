@@ -19,7 +19,7 @@ pytest.importorskip("dask.array")
 
 import hpcbridge  # noqa: E402
 import hpcbridge.dask as hd  # noqa: E402
-from hpcbridge.hdf5 import HDF5Error, btree, describe  # noqa: E402
+from hpcbridge.hdf5 import HDF5Error, HDF5FormatError, btree, describe  # noqa: E402
 from hpcbridge.hdf5 import dataset as h5ds  # noqa: E402
 
 RNG = np.random.default_rng(29)
@@ -409,3 +409,40 @@ def test_hypothesis_formats_equal_h5py(tmp_path, case):
     for got, want in ((arr.compute(scheduler="sync"), expected), (arr[sl].compute(scheduler="sync"), expected[sl])):
         assert got.shape == want.shape and got.dtype == want.dtype.newbyteorder("=")
         assert np.all(got == want.astype(got.dtype))
+
+
+def _earliest_file_with(path, data, **options):
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.create_dataset("d", data=data, **options)
+    return bytearray(path.read_bytes())
+
+
+def test_chunk_btree_key_outside_the_shape_reads_as_hdf5_reads_it(tmp_path):
+    """A version-1 B-tree whose key places a chunk past the dataset's end (damaged): HDF5 never
+    looks that chunk up and reads the fill value; planning the blocks raised IndexError."""
+    path = tmp_path / "key.h5"
+    raw = _earliest_file_with(path, np.arange(8, dtype="<i4"), chunks=(4,), fillvalue=-1)
+    node = raw.index(b"TREE\x01\x00\x02\x00")  # the leaf: 2 chunks
+    second = node + 24 + 24 + 8  # header (signature, type, level, entries, siblings), key 0, child 0
+    assert np.frombuffer(raw[second + 8:second + 16], "<u8")[0] == 4
+    raw[second + 8:second + 16] = np.array([8], "<u8").tobytes()
+    path.write_bytes(raw)
+    with h5py.File(path) as f:
+        expected = f["d"][()]
+    assert expected.tolist() == [0, 1, 2, 3, -1, -1, -1, -1]
+    np.testing.assert_array_equal(_read(path, "d"), expected)
+
+
+def test_metadata_hdf5_cannot_read_is_an_hdf5_error(tmp_path):
+    """A damaged local heap (the root group's link names): h5py raises, and so does hpcbridge,
+    but as HDF5FormatError naming the URL (h5py's RuntimeError escaped)."""
+    path = tmp_path / "heap.h5"
+    raw = _earliest_file_with(path, np.arange(8.0))
+    heap = raw.index(b"HEAP")
+    raw[heap:heap + 4] = b"PAEH"
+    path.write_bytes(raw)
+    with h5py.File(path) as f, pytest.raises((KeyError, RuntimeError)):
+        f["d"]
+    h5ds._CACHE.clear()
+    with pytest.raises(HDF5FormatError, match=f"file://{path}: HDF5 cannot read the metadata of 'd'"):
+        hd.read_hdf5(f"file://{path}", "d")
