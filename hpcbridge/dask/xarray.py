@@ -86,7 +86,9 @@ def open_dataset(url: str, group: str | None = None, chunks=None, *, locality: b
                                     "no NetCDF dimensions for its axes: read it with hpcbridge.dask.read_hdf5 "
                                     "(its axes come last)")
                 if var.ndim == 0 or var.dtype.hasobject or var.dtype.kind not in "biufcS":
-                    variables[name] = var.load().copy(deep=True)
+                    # Loaded into memory: a shallow copy is already independent of the file
+                    # (a deep one fails on h5py references, which do not copy).
+                    variables[name] = var.load().copy(deep=False)
                     continue
                 var_chunks = chunks
                 if isinstance(chunks, dict):

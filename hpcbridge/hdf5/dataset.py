@@ -18,6 +18,7 @@ import math
 import posixpath
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,10 @@ class DatasetInfo:
         Partial edge chunks are stored unfiltered (``H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS``).
     values:
         The data of a compact or scalar dataset (read with h5py while describing it).
+    nul_terminated:
+        ``(offset, size)`` in bytes, within one element, of every fixed-length string stored
+        NUL-terminated (``H5T_STR_NULLTERM``): HDF5 reads such a string up to its first NUL and
+        pads the rest with NULs, whatever bytes the file holds after it.
     """
 
     url: str
@@ -80,6 +85,7 @@ class DatasetInfo:
     fill: object = 0
     values: np.ndarray | None = None
     unfiltered_edges: bool = False
+    nul_terminated: tuple[tuple[int, int], ...] = ()
 
     @property
     def nbytes(self) -> int:
@@ -187,6 +193,26 @@ def _converted_on_read(h5py, tid) -> str | None:
     return None
 
 
+def _nul_terminated(h5py, tid, at: int = 0) -> list[tuple[int, int]]:
+    """``(offset, size)`` of the NUL-terminated fixed-length strings in an element of the file
+    type ``tid`` (members of compound and array types included; h5py's dtype keeps the file's
+    member offsets). One-byte strings (NetCDF's characters) are left out: nothing follows
+    their NUL."""
+    t = h5py.h5t
+    cls = tid.get_class()
+    if cls == t.STRING:
+        if not tid.is_variable_str() and tid.get_strpad() == t.STR_NULLTERM and tid.get_size() > 1:
+            return [(at, tid.get_size())]
+    elif cls == t.COMPOUND:
+        return [span for i in range(tid.get_nmembers())
+                for span in _nul_terminated(h5py, tid.get_member_type(i), at + tid.get_member_offset(i))]
+    elif cls == t.ARRAY:
+        base = tid.get_super()
+        inner = _nul_terminated(h5py, base)
+        return [(at + k * base.get_size() + o, n) for k in range(math.prod(tid.get_array_dims())) for o, n in inner]
+    return []
+
+
 def _names(h5) -> list[str]:
     out: list[str] = []
 
@@ -222,6 +248,29 @@ def describe(fs, path: str, dataset: str) -> tuple[DatasetInfo, ChunkIndex | Non
     return result
 
 
+@contextmanager
+def _metadata_errors(url: str, dataset: str):
+    """h5py's errors for metadata HDF5 cannot read (RuntimeError, KeyError: a damaged heap or
+    B-tree, a type with no numpy equivalent: TypeError) as HDF5FormatError naming the URL."""
+    try:
+        yield
+    except HDF5Error:  # ours, named already (DatasetNotFoundError is a KeyError too)
+        raise
+    except (RuntimeError, KeyError, TypeError) as exc:
+        raise HDF5FormatError(f"{url}: HDF5 cannot read the metadata of {dataset!r}: {exc}") from exc
+
+
+def _inside(index: ChunkIndex, shape, chunk, url: str, dataset: str) -> ChunkIndex:
+    """The chunks of a version-1 B-tree inside the dataset's shape (HDF5 never looks up the
+    others: a damaged key); HDF5FormatError for a chunk not on the chunk grid."""
+    if not len(index):
+        return index
+    if np.any(index.coords % np.array(chunk, np.int64)) or np.any(index.coords < 0):
+        raise HDF5FormatError(f"{url}: the chunk B-tree of {dataset!r} has chunks off the chunk grid {chunk}")
+    inside = np.all(index.coords < np.array(shape, np.int64), axis=1)
+    return index if inside.all() else index.take(inside)
+
+
 def _describe(fs, path: str, dataset: str, url: str, size: int):
     h5py = require_h5py(url)
     f = open_cached(fs, path, size)
@@ -231,7 +280,7 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
             h5 = h5py.File(f, "r")
         except OSError as exc:
             raise NotHDF5Error(f"{url} cannot be opened as an HDF5 file: {exc}") from None
-        with h5:
+        with h5, _metadata_errors(url, dataset):
             _refuse_external_links(h5py, h5, dataset, url)
             obj = h5.get(dataset)
             if obj is None:
@@ -266,7 +315,10 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
             if sub:
                 shape, dtype = shape + sub, dtype.base
             layout = read_layout(f, _object_address(h5py, dsid) + sb.base, sb, url)
-            common = dict(url=url, name=obj.name, shape=shape, dtype=dtype, filters=tuple(filters), fill=fill)
+            tid = dsid.get_type()
+            nul = tuple(_nul_terminated(h5py, tid.get_super() if sub else tid))
+            common = dict(url=url, name=obj.name, shape=shape, dtype=dtype, filters=tuple(filters), fill=fill,
+                          nul_terminated=nul)
             converted = _converted_on_read(h5py, dsid.get_type())
             if converted is not None:
                 # The stored bytes are not the numpy type h5py reads them as: HDF5 converts them.
@@ -288,7 +340,8 @@ def _describe(fs, path: str, dataset: str, url: str, size: int):
                 chunk = tuple(int(c) for c in obj.chunks)
                 if layout.version < 4:
                     index = ChunkIndex.empty(len(chunk)) if layout.address is None else \
-                        read_btree_index(f, layout.address, len(chunk), sb.base, sb.offset_size, url)
+                        _inside(read_btree_index(f, layout.address, len(chunk), sb.base, sb.offset_size, url),
+                                shape[:len(chunk)], chunk, url, dataset)
                 else:
                     grid_shape = shape[:len(chunk)]
                     index = read_v4_index(f, layout, grid_shape, tuple(obj.maxshape), chunk, obj.dtype.itemsize,
@@ -445,8 +498,8 @@ def map_region(f, info: DatasetInfo, region) -> tuple[np.ndarray, list] | None:
     mapped, the run is not where the dataset says (past the end: :func:`read_region` names the
     error) or its address does not suit the type's alignment -- so the caller reads instead.
     """
-    if info.layout != "contiguous" or info.address is None or info.dtype.hasobject:
-        return None
+    if info.layout != "contiguous" or info.address is None or info.dtype.hasobject or info.nul_terminated:
+        return None  # (NUL-terminated strings are cleared past their NUL: not the file's bytes)
     region = [(int(a), int(b)) for a, b in region]
     shape = tuple(b - a for a, b in region)
     if math.prod(shape) == 0:
@@ -480,5 +533,21 @@ def read_region(f, info: DatasetInfo, region, index: ChunkIndex | None = None,
         out[...] = info.values[tuple(slice(a, b) for a, b in region)]
         return out, []
     if info.layout == "contiguous":
-        return out, _read_contiguous(f, info, region, out)
-    return out, _read_chunked(f, info, index if index is not None else ChunkIndex.empty(len(region)), region, out)
+        fetched = _read_contiguous(f, info, region, out)
+    else:
+        fetched = _read_chunked(f, info, index if index is not None else ChunkIndex.empty(len(region)), region, out)
+    if info.nul_terminated:
+        _clear_after_nul(out, info.nul_terminated)
+    return out, fetched
+
+
+def _clear_after_nul(out: np.ndarray, spans) -> None:
+    """Zero the bytes after the first NUL of each NUL-terminated string of ``out``, as HDF5
+    converts such strings on read (a writer may leave anything after the terminator)."""
+    flat = out if out.flags.c_contiguous else np.ascontiguousarray(out)
+    raw = flat.reshape(-1).view(np.uint8).reshape(flat.size, flat.dtype.itemsize)
+    for at, n in spans:
+        strings = raw[:, at:at + n]
+        strings[np.logical_or.accumulate(strings == 0, axis=1)] = 0
+    if flat is not out:
+        out[...] = flat

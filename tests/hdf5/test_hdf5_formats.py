@@ -1,20 +1,25 @@
 """HDF5 files as other writers make them, read through hpcbridge with h5py as the oracle:
 ``libver="latest"`` chunk indexes (single chunk, implicit, fixed array, paged, extensible array,
 version-2 B-tree) with and without a user block, types HDF5 converts on read, array types,
-empty and null dataspaces, external links and external storage."""
+empty and null dataspaces, external links and external storage, NUL-terminated strings, and a
+Hypothesis test over shapes, chunks, index types, filters, element types and Dask chunks."""
 
+import math
 import os
 import time
+import uuid
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 h5py = pytest.importorskip("h5py", reason="HDF5 arrays need h5py: pip install 'hpcbridge[hdf5]'")
 pytest.importorskip("dask.array")
 
 import hpcbridge  # noqa: E402
 import hpcbridge.dask as hd  # noqa: E402
-from hpcbridge.hdf5 import HDF5Error, btree, describe  # noqa: E402
+from hpcbridge.hdf5 import HDF5Error, HDF5FormatError, btree, describe  # noqa: E402
 from hpcbridge.hdf5 import dataset as h5ds  # noqa: E402
 
 RNG = np.random.default_rng(29)
@@ -278,3 +283,166 @@ def test_unwritten_elements_read_as_h5py_reads_them(tmp_path):
         expected = f["array_chunked"][()]
     np.testing.assert_array_equal(hd.read_hdf5(f"file://{path}", "array_chunked")[:, 1:].compute(scheduler="sync"),
                                   expected[:, 1:])
+
+
+def test_nul_terminated_strings_end_at_their_nul(tmp_path):
+    """H5T_STR_NULLTERM strings with bytes after the NUL (C writers leave whatever their buffer
+    held): HDF5 reads them up to the NUL, and so must hpcbridge (it returned the stored bytes),
+    alone, as compound members and in array types, in every layout."""
+    path = tmp_path / "nulterm.h5"
+    raw = np.array([b"ab\x00xyz", b"abcdef", b"\x00\x00zz\x00q", b"a", b"x\x00\x00\x00\x00y"], "S6")
+
+    def string(pad):
+        t = h5py.h5t.C_S1.copy()
+        t.set_size(6)
+        t.set_strpad(pad)
+        return t
+
+    nulterm = string(h5py.h5t.STR_NULLTERM)
+    member = h5py.h5t.create(h5py.h5t.COMPOUND, 24)
+    member.insert(b"n", 0, h5py.h5t.STD_I16BE)
+    member.insert(b"s", 2, nulterm)
+    member.insert(b"p", 8, string(h5py.h5t.STR_NULLPAD))  # kept as stored
+    member.insert(b"a", 14, h5py.h5t.array_create(nulterm, (1,)))
+    records = np.zeros(5, {"names": ["n", "s", "p", "a"], "formats": [">i2", "S6", "S6", ("S6", (1,))],
+                           "offsets": [0, 2, 8, 14], "itemsize": 24})
+    records["n"], records["s"], records["p"], records["a"][:, 0] = np.arange(5), raw, raw, raw[::-1]
+    pair = h5py.h5t.array_create(nulterm, (2,))
+    with h5py.File(path, "w") as f:
+        for name, tid, values in (("plain", nulterm, raw), ("records", member, records),
+                                  ("pairs", pair, np.stack([raw, raw[::-1]], 1).copy())):
+            for layout, chunked in (("contiguous", None), ("chunked", (2,))):
+                dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                if chunked:
+                    dcpl.set_chunk(chunked)
+                    dcpl.set_deflate(1)
+                d = h5py.h5d.create(f.id, f"{name}_{layout}".encode(), tid, h5py.h5s.create_simple((5,)), dcpl=dcpl)
+                d.write(h5py.h5s.ALL, h5py.h5s.ALL, values, mtype=tid)  # the bytes as given, no conversion
+    with h5py.File(path) as f:
+        expected = {name: f[name][()] for name in f}
+    assert expected["plain_contiguous"].tolist() == [b"ab", b"abcdef", b"", b"a", b"x"]
+    for name, values in expected.items():
+        got = _read(path, name)
+        assert got.shape == values.shape and got.dtype == values.dtype.newbyteorder("="), name
+        assert np.all(got == values.astype(got.dtype)), name
+        part = hd.read_hdf5(f"file://{path}", name, chunks=3)[1:4].compute(scheduler="sync")
+        assert np.all(part == values[1:4].astype(got.dtype)), name
+
+
+#: Element types of the Hypothesis test: byte orders, bool (an HDF5 enum), fixed strings,
+#: complex (a compound), a padded compound, an HDF5 array type (trailing axes).
+FORMAT_DTYPES = ["<f8", ">i2", "u1", ">f4", "|b1", "S3", "<c8",
+                 {"names": ["a", "b"], "formats": [">i4", "u1"], "offsets": [0, 6], "itemsize": 8}, ("<i2", (2,))]
+
+
+@st.composite
+def format_cases(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=rank, max_size=rank)))
+    case = dict(shape=shape, libver=draw(st.sampled_from(["earliest", "latest"])),
+                dtype=np.dtype(draw(st.sampled_from(FORMAT_DTYPES))), written="all", options={})
+    if draw(st.booleans()):  # chunked: every index type of both libvers, chunks up to past the shape
+        grow = draw(st.sampled_from(["fixed", "larger", "one unlimited", "all unlimited"]))
+        unlimited = draw(st.integers(0, rank - 1))
+        maxshape = {"fixed": shape, "larger": tuple(n + draw(st.integers(0, 5)) for n in shape),
+                    "one unlimited": tuple(None if i == unlimited else n for i, n in enumerate(shape)),
+                    "all unlimited": (None,) * rank}[grow]
+        chunks = tuple(draw(st.integers(1, max(1, n if m == n else (m or n + 4)))) for n, m in zip(shape, maxshape))
+        maxshape = tuple(m if m is None else max(m, c) for m, c in zip(maxshape, chunks))
+        filters = draw(st.sampled_from([(), ("gzip",), ("shuffle",), ("gzip", "shuffle"), ("fletcher32",),
+                                        ("gzip", "shuffle", "fletcher32")]))
+        case["options"] = dict(chunks=chunks, maxshape=maxshape, compression="gzip" if "gzip" in filters else None,
+                               shuffle="shuffle" in filters, fletcher32="fletcher32" in filters)
+        case["written"] = draw(st.sampled_from(["all", "part", "none", "shrunk and grown"]))
+    else:
+        case["written"] = draw(st.sampled_from(["all", "none"]))
+    if draw(st.booleans()) and not case["dtype"].subdtype:
+        case["options"]["fillvalue"] = _format_values((1,), case["dtype"])[0]
+    case["chunks"] = draw(st.one_of(st.none(), st.integers(1, 5), st.tuples(*[st.integers(1, max(1, n)) for n in shape])))
+    case["partition_size"] = draw(st.one_of(st.none(), st.integers(1, 300)))
+    case["slice"] = tuple(slice(draw(st.integers(0, max(0, n - 1))), draw(st.integers(0, n)), draw(st.integers(1, 3)))
+                          for n in shape)
+    return case
+
+
+def _format_values(shape, dtype):
+    n = math.prod(shape)
+    base = np.arange(n) * 7 % 251 + 1
+    if dtype.names:
+        out = np.zeros(n, dtype)
+        out["a"], out["b"] = base * 1001, base
+        return out.reshape(shape)
+    if dtype.subdtype:
+        return (np.arange(n * 2) % 97).astype(dtype.base).reshape(shape + dtype.shape)
+    if dtype.kind == "S":
+        return np.array([str(x).encode() for x in base], dtype).reshape(shape)
+    return (base % 3 == 0).reshape(shape) if dtype.kind == "b" else base.astype(dtype).reshape(shape)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=format_cases())
+def test_hypothesis_formats_equal_h5py(tmp_path, case):
+    """Shapes (empty ones too), chunks (larger than the data too), index types of both libvers,
+    filters, element types, unwritten, partly written and shrunk-then-grown datasets, Dask chunks
+    and partition sizes that cut HDF5 chunks: every element as h5py reads it."""
+    path = tmp_path / f"h{uuid.uuid4().hex}.h5"
+    shape, dtype = case["shape"], case["dtype"]
+    data = _format_values(shape, dtype)
+    with h5py.File(path, "w", libver=case["libver"]) as f:
+        d = f.create_dataset("d", shape=shape, dtype=dtype, **case["options"])
+        if case["written"] == "part" and data.size:
+            part = tuple(slice(0, max(1, n // 2)) for n in shape)
+            d[part] = data[part]
+        elif case["written"] in ("all", "shrunk and grown") and data.size:
+            d[...] = data
+        if case["written"] == "shrunk and grown":
+            d.resize(tuple(n // 2 for n in shape))
+            d.resize(tuple(n + 3 if m is None else min(n + 3, m) for n, m in zip(shape, d.maxshape)))
+    with h5py.File(path) as f:
+        expected = f["d"][()]
+    chunks = case["chunks"]
+    if isinstance(chunks, tuple):  # the grown shape, an array type's axes
+        chunks = tuple(min(c, max(1, n)) for c, n in zip(chunks, expected.shape)) + dtype.shape
+    h5ds._CACHE.clear()
+    arr = hd.read_hdf5(f"file://{path}", "d", chunks=chunks, partition_size=case["partition_size"])
+    sl = case["slice"] if expected.shape[:len(shape)] == shape else ()
+    for got, want in ((arr.compute(scheduler="sync"), expected), (arr[sl].compute(scheduler="sync"), expected[sl])):
+        assert got.shape == want.shape and got.dtype == want.dtype.newbyteorder("=")
+        assert np.all(got == want.astype(got.dtype))
+
+
+def _earliest_file_with(path, data, **options):
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.create_dataset("d", data=data, **options)
+    return bytearray(path.read_bytes())
+
+
+def test_chunk_btree_key_outside_the_shape_reads_as_hdf5_reads_it(tmp_path):
+    """A version-1 B-tree whose key places a chunk past the dataset's end (damaged): HDF5 never
+    looks that chunk up and reads the fill value; planning the blocks raised IndexError."""
+    path = tmp_path / "key.h5"
+    raw = _earliest_file_with(path, np.arange(8, dtype="<i4"), chunks=(4,), fillvalue=-1)
+    node = raw.index(b"TREE\x01\x00\x02\x00")  # the leaf: 2 chunks
+    second = node + 24 + 24 + 8  # header (signature, type, level, entries, siblings), key 0, child 0
+    assert np.frombuffer(raw[second + 8:second + 16], "<u8")[0] == 4
+    raw[second + 8:second + 16] = np.array([8], "<u8").tobytes()
+    path.write_bytes(raw)
+    with h5py.File(path) as f:
+        expected = f["d"][()]
+    assert expected.tolist() == [0, 1, 2, 3, -1, -1, -1, -1]
+    np.testing.assert_array_equal(_read(path, "d"), expected)
+
+
+def test_metadata_hdf5_cannot_read_is_an_hdf5_error(tmp_path):
+    """A damaged local heap (the root group's link names): h5py raises, and so does hpcbridge,
+    but as HDF5FormatError naming the URL (h5py's RuntimeError escaped)."""
+    path = tmp_path / "heap.h5"
+    raw = _earliest_file_with(path, np.arange(8.0))
+    heap = raw.index(b"HEAP")
+    raw[heap:heap + 4] = b"PAEH"
+    path.write_bytes(raw)
+    with h5py.File(path) as f, pytest.raises((KeyError, RuntimeError)):
+        f["d"]
+    h5ds._CACHE.clear()
+    with pytest.raises(HDF5FormatError, match=f"file://{path}: HDF5 cannot read the metadata of 'd'"):
+        hd.read_hdf5(f"file://{path}", "d")

@@ -70,6 +70,21 @@ def test_booleans_character_arrays_and_decode_options_as_xarray(tmp_path):
         hd.open_dataset(f"file://{array_typed}", phony_dims="sort")
 
 
+def test_object_references_load_as_xarray_loads_them(tmp_path):
+    """A dataset of object references (HDF5 files that are not NetCDF-4): xarray loads it as
+    an object array of h5py references; open_dataset failed deep-copying them (TypeError)."""
+    path = tmp_path / "refs.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("t", data=np.arange(3.0))
+        f.create_dataset("refs", data=[f["t"].ref, f.ref], dtype=h5py.ref_dtype)
+    ref = xr.open_dataset(path, engine="h5netcdf", phony_dims="sort").load()
+    ds = hd.open_dataset(f"file://{path}", phony_dims="sort").load()
+    assert ds.refs.dtype == ref.refs.dtype == object
+    assert [type(r) for r in ds.refs.values] == [type(r) for r in ref.refs.values] == [h5py.Reference] * 2
+    xr.testing.assert_identical(ds.drop_vars("refs").drop_attrs(deep=False),
+                                ref.drop_vars("refs").drop_attrs(deep=False))
+
+
 def test_plain_xarray_through_fsspec_file_object(netcdf):
     """xarray with its own h5netcdf engine, reading through the hpcbridge+file fsspec protocol."""
     with fsspec.open(f"hpcbridge+file://{netcdf}", "rb") as f:
