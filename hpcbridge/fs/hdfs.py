@@ -28,6 +28,7 @@ import re
 import stat
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Iterator
 from functools import lru_cache
@@ -83,6 +84,13 @@ def _gid(group: str) -> int:
         return grp.getgrnam(group).gr_gid
     except KeyError:
         return -1
+
+
+def _coarse_recent(info: FileInfo) -> bool:
+    """Whether ``info``'s mtime cannot tell this version of the file from a same-size rewrite:
+    libhdfs gives whole seconds, and a rewrite may still come within that second (2 s: some
+    slack for the clocks of client and NameNode)."""
+    return info.mtime == int(info.mtime) and time.time() - info.mtime < 2.0
 
 
 def _first_line(text: str) -> str:
@@ -498,6 +506,20 @@ class HdfsFileSystem(FileSystem):
     def _info(self, path: str) -> FileInfo:
         return self._status_to_info(self._call("stat", path, self.client.get_file_info, path), path)
 
+    def version(self, path) -> tuple:
+        """Size and mtime (see :meth:`FileSystem.version`); while a whole-second mtime (libhdfs)
+        is recent, a value no other call returns.
+
+        A same-size rewrite within the second of a libhdfs mtime kept ``(size, mtime)``, so
+        caches keyed by the version served the old file: ``hpcbridge.hdf5.describe`` gave the
+        replaced file's dataset shape (WebHDFS named a new fileId and mtime). Once the second is
+        2 s past, a rewrite can no longer share it, and the version is ``(size, mtime)`` again.
+        """
+        info = self.info(path)
+        if _coarse_recent(info):
+            return (info.size, info.mtime, uuid.uuid4().hex)
+        return (info.size, info.mtime)
+
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         listing = self._call("list", path, self.client.list_status, path)
         prefix = path.rstrip("/")
@@ -551,8 +573,7 @@ class HdfsFileSystem(FileSystem):
             blocks = self.webhdfs.block_locations(path, 0, info.size)
             # libhdfs gives whole-second mtimes: a same-size rewrite within that second would
             # share the version, so such a layout is cached only once the second is long past.
-            coarse = info.mtime == int(info.mtime) and time.time() - info.mtime < 2.0
-            if all(len(b.hosts) >= info.replication for b in blocks) and not coarse:
+            if all(len(b.hosts) >= info.replication for b in blocks) and not _coarse_recent(info):
                 self._layout_cache[path] = (version, time.monotonic(), blocks)
             else:
                 self._layout_cache.pop(path, None)

@@ -96,6 +96,40 @@ def test_block_locations_after_a_same_size_rewrite_within_a_second(hdfs, hdfs_ro
         assert ours == theirs()
 
 
+def test_a_same_size_rewrite_is_a_new_version(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS GETFILESTATUS names the rewritten file by a new fileId and mtime. libhdfs
+    gives whole-second mtimes, so ``version`` (size, mtime) named both files alike and caches
+    keyed by it served the old one: ``hdf5.describe`` gave the replaced dataset's shape."""
+    import json
+    import urllib.request
+
+    h5py = pytest.importorskip("h5py")
+    from hpcbridge.hdf5 import describe
+
+    def h5(shape):
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w") as f:
+            f.create_dataset("x", data=np.zeros(shape, "<i4"))
+        return buffer.getvalue()
+
+    def theirs(path):
+        url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}?op=GETFILESTATUS"
+        status = json.loads(urllib.request.urlopen(url, timeout=30).read())["FileStatus"]
+        return status["fileId"], status["modificationTime"]
+
+    tall, wide = h5((100, 10)), h5((10, 100))
+    assert len(tall) == len(wide)
+    for round_ in range(3):  # old code: a round whose writes shared a second failed (libhdfs)
+        path = f"{hdfs_root}/r{round_}.h5"
+        hdfs.write_bytes(path, tall)
+        before, their_before = hdfs.version(path), theirs(path)
+        assert describe(hdfs, path, "x")[0].shape == (100, 10)
+        hdfs.write_bytes(path, wide)
+        assert theirs(path) != their_before
+        assert hdfs.version(path) != before
+        assert describe(hdfs, path, "x")[0].shape == (10, 100)
+
+
 def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
     path = f"{hdfs_root}/private.bin"
     with hdfs.create(path, permission=0o600) as f:
