@@ -477,6 +477,11 @@ class HdfsFileSystem(FileSystem):
             if "under source" in message:  # renaming a directory into itself
                 return os_error(errno.EINVAL, self.url(path), BACKEND, message)
             code = _JAVA_ERRNO.get(name, errno.EIO)
+            if name == "AccessControlException" and message.endswith("(is not a directory)"):
+                # The NameNode's answer for a path through a file (/file/x) on open, chmod, ...:
+                # no permission is involved, and its getFileInfo (stat), WebHDFS OPEN and FsShell
+                # call such a path missing.
+                code = errno.ENOENT
             detail = f"{name}: {message}"
             if code == errno.EBUSY:
                 detail += "; HDFS allows one writer per file"

@@ -310,6 +310,8 @@ def _error(path: str, what: str, code: int | None = None) -> OSError:
                 break
     if code == 255:
         code = errno.EIO
+    if code == errno.EACCES and cause.endswith("(is not a directory)"):
+        code = errno.ENOENT  # a path through a file (/file/x): missing, as hdfs.py's RPC path says
     if not cause and code == errno.ENOENT:
         cause = f"File does not exist: {path}"
     message = f"{cause or os.strerror(code)} ({what})"

@@ -237,6 +237,25 @@ def test_mkdir_is_posix_unless_parents(hdfs, hdfs_root):
         hdfs.mkdir(f"{hdfs_root}/a/b")  # HDFS itself would succeed silently
 
 
+def test_a_path_through_a_file_is_missing(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS OPEN (and FsShell -cat, -chmod) of /file/x answer "not found", as a stat
+    does; the NameNode's AccessControlException "(is not a directory)" on open (native) and
+    chmod (both drivers) came back as PermissionError."""
+    import urllib.error
+    import urllib.request
+
+    hdfs.write_bytes(f"{hdfs_root}/f", b"data")
+    through = f"{hdfs_root}/f/x"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{through}?op=OPEN&user.name=root",
+                               timeout=30)
+    assert web.value.code == 404
+    for call in (lambda: hdfs.open(through), lambda: hdfs.pread(through, offset=0, length=1),
+                 lambda: hdfs.chmod(through, 0o600), lambda: hdfs.info(through)):
+        with pytest.raises(FileNotFoundError, match="hdfs://"):
+            call()
+
+
 def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
     hdfs.mkdir(f"{hdfs_root}/dir")
     hdfs.write_bytes(f"{hdfs_root}/f", b"1")
