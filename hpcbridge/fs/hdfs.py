@@ -66,6 +66,7 @@ _JAVA_ERRNO = {
     "NSQuotaExceededException": errno.EDQUOT,
     "DSQuotaExceededException": errno.EDQUOT,
     "SafeModeException": errno.EAGAIN,
+    "InvalidPathException": errno.EINVAL,  # a name HDFS refuses ('a:b'); libhdfs: IllegalArgumentException
 }
 _RPC_ERROR = re.compile(r'RPCError\("(?:[\w.$]+\.)?(\w+)", "(.*?)(?:\\n|")', re.DOTALL)
 

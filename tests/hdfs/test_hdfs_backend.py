@@ -256,6 +256,23 @@ def test_a_path_through_a_file_is_missing(hdfs, hdfs_root, hdfs_cluster):
             call()
 
 
+def test_a_name_hdfs_refuses_is_einval(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS MKDIRS of a name with ':' answers 400 InvalidPathException (FsShell: "not a
+    valid DFS filename"); native gave EIO, libhdfs EINVAL."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/a:b?op=MKDIRS&user.name=root"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=30)
+    assert (web.value.code, json.load(web.value)["RemoteException"]["exception"]) == (400, "InvalidPathException")
+    for call in (lambda: hdfs.mkdir(f"{hdfs_root}/a:b"), lambda: hdfs.write_bytes(f"{hdfs_root}/c:d", b"1")):
+        with pytest.raises(OSError) as ours:
+            call()
+        assert ours.value.errno == errno.EINVAL, ours.value
+
+
 def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
     hdfs.mkdir(f"{hdfs_root}/dir")
     hdfs.write_bytes(f"{hdfs_root}/f", b"1")
