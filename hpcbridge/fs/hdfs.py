@@ -68,7 +68,15 @@ _JAVA_ERRNO = {
     "SafeModeException": errno.EAGAIN,
     "InvalidPathException": errno.EINVAL,  # a name HDFS refuses ('a:b'); libhdfs: IllegalArgumentException
 }
-_RPC_ERROR = re.compile(r'RPCError\("(?:[\w.$]+\.)?(\w+)", "(.*?)(?:\\n|")', re.DOTALL)
+# hdfs-native's RuntimeError text is Rust's Debug form: quotes inside the message come as \" and
+# lines end in \n. The message runs to its first line end or its closing (unescaped) quote.
+_RPC_ERROR = re.compile(r'RPCError\("(?:[\w.$]+\.)?(\w+)", "((?:[^"\\]|\\.)*?)(?:\\n|")', re.DOTALL)
+_DEBUG_ESCAPE = re.compile(r'\\(["\\\'tr])')
+
+
+def _undebug(text: str) -> str:
+    """A Rust Debug string's escapes undone (``\\"`` -> ``"``, ``\\t`` -> tab, ...)."""
+    return _DEBUG_ESCAPE.sub(lambda m: {"t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), text)
 
 
 @lru_cache(maxsize=256)
@@ -474,7 +482,7 @@ class HdfsFileSystem(FileSystem):
         text = str(exc)
         match = _RPC_ERROR.search(text)
         if match:
-            name, message = match.group(1), match.group(2)
+            name, message = match.group(1), _undebug(match.group(2))
             if "under source" in message:  # renaming a directory into itself
                 return os_error(errno.EINVAL, self.url(path), BACKEND, message)
             code = _JAVA_ERRNO.get(name, errno.EIO)

@@ -154,6 +154,26 @@ def test_url_user_owns_created_files(hdfs_cluster, hdfs_options):
     fs.rm("/user/alice/mine.txt")
 
 
+def test_a_refusal_names_what_the_namenode_named(hdfs_cluster, hdfs_options, hdfs_admin, hdfs_root):
+    """Oracle: WebHDFS LISTSTATUS's message for a directory its user may not read. hdfs-native
+    escapes the quotes in it (inode=\\"/dir\\"...): the message was cut at the first one."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    hdfs_admin.mkdir(f"{hdfs_root}/private")
+    hdfs_admin.chmod(f"{hdfs_root}/private", 0o700)
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/private?op=LISTSTATUS&user.name=alice"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(url, timeout=30)
+    theirs = json.load(web.value)["RemoteException"]["message"]
+    assert 'inode="' in theirs
+    alice = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{hdfs_cluster.info.rpc_port}/", **hdfs_options)
+    with pytest.raises(PermissionError) as ours:
+        alice.ls(f"{hdfs_root}/private")
+    assert theirs in str(ours.value)
+
+
 def test_a_file_reads_whole_right_after_it_is_closed(hdfs, hdfs_root):
     """At replication 2 the testbed's NameNode accepts a close before a DataNode reported the
     last block (num-committed-allowed): for a few milliseconds hdfs-native's reader left that
