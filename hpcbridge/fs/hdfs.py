@@ -677,6 +677,18 @@ class HdfsFileSystem(FileSystem):
         return reader
 
     def _create(self, path: str, replication: int | None, block_size: int | None, overwrite: bool):
+        try:
+            return self._create_writer(path, replication, block_size, overwrite)
+        except OSError as exc:
+            if overwrite or exc.errno != errno.EBUSY:
+                raise
+            # An exclusive create (xb, O_EXCL) of a file another writer is still writing: the
+            # NameNode answers AlreadyBeingCreated (EBUSY), but the file exists, as a stat says,
+            # and callers racing for a name (PLFS writer records and merges) catch FileExistsError.
+            raise os_error(errno.EEXIST, self.url(path), BACKEND,
+                           "another writer is still writing it; HDFS allows one writer per file") from None
+
+    def _create_writer(self, path: str, replication: int | None, block_size: int | None, overwrite: bool):
         client = self.client
         if self.driver == "libhdfs":
             return self._call("create", path, client.create, path, replication, block_size, overwrite)

@@ -529,3 +529,23 @@ def test_a_second_writer_is_ebusy_on_both_drivers(hdfs, hdfs_root):
         with pytest.raises(OSError) as second:
             hdfs.open(path, "ab")
         assert second.value.errno == errno.EBUSY, second.value
+
+
+def test_an_exclusive_create_of_a_file_being_written_is_eexist(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS GETFILESTATUS lists a file being written, so an exclusive create (xb,
+    O_EXCL) must say it exists; the NameNode's AlreadyBeingCreated came back as EBUSY (native),
+    which PLFS's races for a writer id or a merge generation (they catch FileExistsError) did not
+    expect."""
+    import json
+    import urllib.request
+
+    path = f"{hdfs_root}/claimed"
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}?op=GETFILESTATUS&user.name=root"
+    with hdfs.open(path, "xb") as first:
+        first.write(b"a")
+        assert json.loads(urllib.request.urlopen(url, timeout=30).read())["FileStatus"]["type"] == "FILE"
+        with pytest.raises(FileExistsError):
+            hdfs.open(path, "xb")
+        with pytest.raises(FileExistsError):
+            hdfs.create(path, overwrite=False)
+    assert hdfs.read_bytes(path) == b"a"
