@@ -515,6 +515,10 @@ class LibhdfsDriver:
     def get_file_info(self, path: str) -> Status:
         """Stat ``path`` (hdfsGetPathInfo)."""
         self._check(f"stat {path}")
+        if ":" in path:
+            # A name HDFS cannot hold: Java refuses it before asking (IllegalArgumentException, EINVAL,
+            # with a stack trace on stderr); the NameNode (the native driver, WebHDFS) calls it missing.
+            raise FileNotFoundError(f"File does not exist: {path} (HDFS names have no ':')")
         info = self._lib.hdfsGetPathInfo(self._fs, _java(path))
         if not info:
             raise _error(path, "stat")

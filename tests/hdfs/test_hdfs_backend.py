@@ -278,7 +278,8 @@ def test_a_path_through_a_file_is_missing(hdfs, hdfs_root, hdfs_cluster):
 
 def test_a_name_hdfs_refuses_is_einval(hdfs, hdfs_root, hdfs_cluster):
     """Oracle: WebHDFS MKDIRS of a name with ':' answers 400 InvalidPathException (FsShell: "not a
-    valid DFS filename"); native gave EIO, libhdfs EINVAL."""
+    valid DFS filename"), its GETFILESTATUS 404; native gave EIO for the first, libhdfs EINVAL
+    for the second (``exists`` raised)."""
     import json
     import urllib.error
     import urllib.request
@@ -291,6 +292,12 @@ def test_a_name_hdfs_refuses_is_einval(hdfs, hdfs_root, hdfs_cluster):
         with pytest.raises(OSError) as ours:
             call()
         assert ours.value.errno == errno.EINVAL, ours.value
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(url.replace("op=MKDIRS", "op=GETFILESTATUS"), timeout=30)
+    assert web.value.code == 404
+    assert not hdfs.exists(f"{hdfs_root}/a:b")
+    with pytest.raises(FileNotFoundError):
+        hdfs.info(f"{hdfs_root}/a:b")
 
 
 def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
