@@ -443,6 +443,24 @@ class HdfsFileSystem(FileSystem):
                     os.environ["HADOOP_USER_NAME"] = saved
         return client
 
+    def _path(self, path) -> str:
+        """A path of this file system (see :meth:`FileSystem._path`) that HDFS can name.
+
+        HDFS names are Unicode (Java strings). A local name that is not UTF-8 reaches Python
+        with surrogate escapes (``os.fsdecode``); the clients failed on it with a
+        UnicodeEncodeError mid-way (``put -r`` had copied part of the tree), FsShell leaves such
+        a file out silently. It is refused here as EILSEQ, naming the URL.
+        """
+        p = super()._path(path)
+        if not p.isascii():
+            try:
+                p.encode("utf-8")
+            except UnicodeEncodeError:
+                raise os_error(errno.EILSEQ, self.url(p), BACKEND,
+                               "HDFS names are Unicode: this one holds bytes that are not UTF-8, "
+                               "a local name in another encoding?") from None
+        return p
+
     # -- calls and errors ---------------------------------------------------------------------
     def _call(self, what: str, path: str, function, *args, io_call: bool = False, inline: bool = False):
         """Run one client call on the pool with its timeout, translating errors to name the URL

@@ -235,6 +235,34 @@ def test_names_beyond_the_basic_multilingual_plane_as_webhdfs(hdfs, hdfs_root, h
     assert hdfs.info(hdfs_root).block_size == 0  # a directory, as HDFS says
 
 
+def test_a_local_name_that_is_not_utf8_is_refused_before_anything_is_copied(
+        hdfs_cluster, hdfs_driver, hdfs, hdfs_root, tmp_path, monkeypatch, capsys):
+    """HDFS names are Unicode: a local name in another encoding cannot be named there. FsShell
+    -put leaves such a file out and exits 0; the clients raised UnicodeEncodeError, after
+    ``put -r`` had copied the rest of the tree. Now EILSEQ, and ``put -r`` copies nothing
+    (WebHDFS: the destination does not exist)."""
+    import urllib.error
+    import urllib.request
+
+    from hpcbridge.cli.main import main
+
+    bad = os.fsdecode(b"bad\xffname")
+    with pytest.raises(OSError) as ours:
+        hdfs.write_bytes(f"{hdfs_root}/{bad}", b"x")
+    assert ours.value.errno == errno.EILSEQ and "%FF" in str(ours.value)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok").write_bytes(b"y")
+    (tree / bad).write_bytes(b"x")
+    monkeypatch.setenv("HPCBRIDGE_HDFS_DRIVER", hdfs_driver)
+    assert main(["put", "-r", str(tree), f"{hdfs_cluster.info.url}{hdfs_root}/copy"]) == 1
+    assert "bad%FFname" in capsys.readouterr().err  # the error names the file
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/copy"
+                               "?op=GETFILESTATUS&user.name=root", timeout=30)
+    assert web.value.code == 404
+
+
 def test_a_file_being_written_opens_for_reading_at_once(hdfs, hdfs_root):
     """A file whose last block is still being written is not waited for beyond LAST_BLOCK_WAIT
     (hdfs-native reads its complete blocks only; libhdfs what the DataNodes hold)."""
