@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 import weakref
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -100,6 +101,56 @@ def _coarse_recent(info: FileInfo) -> bool:
     libhdfs gives whole seconds, and a rewrite may still come within that second (2 s: some
     slack for the clocks of client and NameNode)."""
     return info.mtime == int(info.mtime) and time.time() - info.mtime < 2.0
+
+
+#: Hadoop's client setting for the umask of new files and directories, and its default.
+UMASK_KEY = "fs.permissions.umask-mode"
+_DEFAULT_UMASK = "022"
+_SYMBOLIC_UMASK = re.compile(r"\s*([ugoa]*)([+=-])([rwx-]*)\s*")
+_CLASSES = (("u", 6), ("g", 3), ("o", 0))
+
+
+def parse_umask(text: str) -> int:
+    """``fs.permissions.umask-mode`` as bits: octal (``"077"``) or symbolic, which names the bits
+    *kept*, as Hadoop documents it (``"u=rwx,g=r-x,o=r-x"`` is 022; ``-`` only fills a place)."""
+    text = text.strip()
+    if re.fullmatch(r"[0-7]{1,4}", text):
+        return int(text, 8) & 0o777
+    kept = 0
+    for clause in text.split(","):
+        match = _SYMBOLIC_UMASK.fullmatch(clause)
+        if not match:
+            raise ValueError(f"invalid {UMASK_KEY} {text!r}: octal (022) or symbolic (u=rwx,g=r-x,o=r-x)")
+        who, op, what = match.groups()
+        shifts = [shift for c, shift in _CLASSES if not who or "a" in who or c in who]
+        bits = sum(b for c, b in (("r", 4), ("w", 2), ("x", 1)) if c in what)
+        if op == "=":
+            kept &= ~sum(7 << shift for shift in shifts)
+        if op == "-":
+            kept &= ~sum(bits << shift for shift in shifts)
+        else:
+            kept |= sum(bits << shift for shift in shifts)
+    return ~kept & 0o777
+
+
+def configured_umask(config: dict | None = None) -> int:
+    """The umask the Java client applies to new files and directories: ``fs.permissions.umask-mode``
+    from ``config``, else from the client configuration (``$HADOOP_CONF_DIR``, else
+    ``$HADOOP_HOME/etc/hadoop``: hdfs-site.xml over core-site.xml, as Java loads them), else 022."""
+    value = (config or {}).get(UMASK_KEY)
+    if value is None:
+        conf_dir = os.environ.get("HADOOP_CONF_DIR") or (
+            os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop") if os.environ.get("HADOOP_HOME") else None)
+        for name in ("core-site.xml", "hdfs-site.xml"):  # the later file wins
+            path = os.path.join(conf_dir, name) if conf_dir else None
+            if path and os.path.exists(path):
+                try:
+                    for prop in ET.parse(path).getroot().iter("property"):
+                        if prop.findtext("name") == UMASK_KEY and prop.findtext("value") is not None:
+                            value = prop.findtext("value")
+                except ET.ParseError:
+                    pass
+    return parse_umask(str(value if value is not None else _DEFAULT_UMASK))
 
 
 def _first_line(text: str) -> str:
@@ -357,6 +408,17 @@ class HdfsFileSystem(FileSystem):
         self._client_lock = threading.Lock()
         self._pid = os.getpid()
         self._layout_cache: dict[str, tuple[tuple, float, list[BlockLocation]]] = {}
+        self._umask: int | None = None
+
+    @property
+    def umask(self) -> int:
+        """The client umask applied to new files (666) and directories (777), as the Java client
+        and FsShell apply it (``fs.permissions.umask-mode``: ``config=``, else the client
+        configuration, else 022). hdfs-native sends the mode it is given: it created files 644
+        and directories 755 where a site's umask 077 made them private."""
+        if self._umask is None:
+            self._umask = configured_umask(self._config)
+        return self._umask
 
     @classmethod
     def from_url(cls, url, **options) -> "HdfsFileSystem":
@@ -571,7 +633,8 @@ class HdfsFileSystem(FileSystem):
             if info.is_dir and exist_ok:
                 return
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
-        self._call("mkdir", path, self.client.mkdirs, path, 0o755, parents)
+        # The mode, as Java's mkdirs makes it: 777 less the client umask (libhdfs applies it itself).
+        self._call("mkdir", path, self.client.mkdirs, path, 0o777 & ~self.umask, parents)
 
     def _rm_file(self, path: str) -> None:
         if not self._call("delete", path, self.client.delete, path, False):
@@ -712,7 +775,7 @@ class HdfsFileSystem(FileSystem):
             return self._call("create", path, client.create, path, replication, block_size, overwrite)
         from hdfs_native import WriteOptions
 
-        options = WriteOptions(block_size=block_size, replication=replication, permission=0o644,
+        options = WriteOptions(block_size=block_size, replication=replication, permission=0o666 & ~self.umask,
                                overwrite=overwrite, create_parent=False)
         return self._call("create", path, client.create, path, options)
 

@@ -141,6 +141,45 @@ def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
     assert hdfs.info(path).mode & 0o777 == 0o640
 
 
+def test_new_files_and_directories_honour_the_client_umask(hdfs_cluster, hdfs_options, hdfs_root, hdfs_admin):
+    """Oracle: FsShell -mkdir with fs.permissions.umask-mode=077 makes the directory 700 (and Java
+    creates files 666 less the umask). hdfs-native sends the mode it is given: the native driver
+    made them 755 and 644, readable by everyone, where the site's umask said private."""
+    run = _fsshell(hdfs_cluster, "-D", "fs.permissions.umask-mode=077", "-mkdir",
+                   f"{hdfs_cluster.info.url}{hdfs_root}/by-fsshell")
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert hdfs_admin.info(f"{hdfs_root}/by-fsshell").mode & 0o777 == 0o700
+    fs = hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options, config={"fs.permissions.umask-mode": "077"})
+    fs.mkdir(f"{hdfs_root}/d")
+    fs.write_bytes(f"{hdfs_root}/d/f", b"private")
+    with fs.open(f"{hdfs_root}/d/appended", "ab") as f:  # append creates a missing file
+        f.write(b"x")
+    assert fs.info(f"{hdfs_root}/d").mode & 0o777 == 0o700
+    assert fs.info(f"{hdfs_root}/d/f").mode & 0o777 == 0o600
+    assert fs.info(f"{hdfs_root}/d/appended").mode & 0o777 == 0o600
+    default = hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options)  # the testbed sets none: 022
+    default.mkdir(f"{hdfs_root}/e")
+    default.write_bytes(f"{hdfs_root}/e/f", b"shared")
+    assert (default.info(f"{hdfs_root}/e").mode & 0o777, default.info(f"{hdfs_root}/e/f").mode & 0o777) == (0o755, 0o644)
+
+
+def test_umask_settings_read_as_hadoop_documents_them(tmp_path, monkeypatch):
+    from hpcbridge.fs.hdfs import configured_umask, parse_umask
+
+    assert [parse_umask(t) for t in ("022", "077", "u=rwx,g=r-x,o=r-x", "u=rwx,g=rwx,o=", "a=rx")] == \
+        [0o022, 0o077, 0o022, 0o007, 0o222]
+    with pytest.raises(ValueError, match="umask-mode"):
+        parse_umask("rwxr-x---")
+    setting = "<property><name>fs.permissions.umask-mode</name><value>027</value></property>"
+    (tmp_path / "core-site.xml").write_text(f"<configuration>{setting}</configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert configured_umask() == 0o027
+    assert configured_umask({"fs.permissions.umask-mode": "077"}) == 0o077
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    assert configured_umask() == 0o022
+
+
 def test_url_user_owns_created_files(hdfs_cluster, hdfs_options):
     info = hdfs_cluster.info
     fs = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{info.rpc_port}/", **hdfs_options)
