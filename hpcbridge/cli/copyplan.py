@@ -68,12 +68,16 @@ def plan_copy(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, *, lin
             for name in files:
                 source = f"{directory.rstrip('/')}/{name}"
                 plan.files.append((source, f"{target_dir.rstrip('/')}/{name}", src_fs.info(source).size))
-        return plan
-    if links == "copy" and _local_path(dst_fs, dst) is None:
-        raise ValueError(f"--links copy needs a local destination; {dst_fs.url(dst)} cannot hold symbolic "
-                         "links (use --links skip or --links follow)")
-    root = os.stat(local)
-    _walk_local(local, src, dst, links, plan, {(root.st_dev, root.st_ino)})
+    else:
+        if links == "copy" and _local_path(dst_fs, dst) is None:
+            raise ValueError(f"--links copy needs a local destination; {dst_fs.url(dst)} cannot hold symbolic "
+                             "links (use --links skip or --links follow)")
+        root = os.stat(local)
+        _walk_local(local, src, dst, links, plan, {(root.st_dev, root.st_ino)})
+    # A name the destination cannot hold (HDFS: a local name that is not UTF-8) refuses the copy
+    # before the first byte moves, not after part of the tree was copied.
+    for target in [*plan.directories, *(target for _, target, _ in plan.files)]:
+        dst_fs._path(target)
     return plan
 
 

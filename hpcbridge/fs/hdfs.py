@@ -28,7 +28,9 @@ import re
 import stat
 import threading
 import time
+import uuid
 import weakref
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -65,8 +67,17 @@ _JAVA_ERRNO = {
     "NSQuotaExceededException": errno.EDQUOT,
     "DSQuotaExceededException": errno.EDQUOT,
     "SafeModeException": errno.EAGAIN,
+    "InvalidPathException": errno.EINVAL,  # a name HDFS refuses ('a:b'); libhdfs: IllegalArgumentException
 }
-_RPC_ERROR = re.compile(r'RPCError\("(?:[\w.$]+\.)?(\w+)", "(.*?)(?:\\n|")', re.DOTALL)
+# hdfs-native's RuntimeError text is Rust's Debug form: quotes inside the message come as \" and
+# lines end in \n. The message runs to its first line end or its closing (unescaped) quote.
+_RPC_ERROR = re.compile(r'RPCError\("(?:[\w.$]+\.)?(\w+)", "((?:[^"\\]|\\.)*?)(?:\\n|")', re.DOTALL)
+_DEBUG_ESCAPE = re.compile(r'\\(["\\\'tr])')
+
+
+def _undebug(text: str) -> str:
+    """A Rust Debug string's escapes undone (``\\"`` -> ``"``, ``\\t`` -> tab, ...)."""
+    return _DEBUG_ESCAPE.sub(lambda m: {"t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), text)
 
 
 @lru_cache(maxsize=256)
@@ -83,6 +94,63 @@ def _gid(group: str) -> int:
         return grp.getgrnam(group).gr_gid
     except KeyError:
         return -1
+
+
+def _coarse_recent(info: FileInfo) -> bool:
+    """Whether ``info``'s mtime cannot tell this version of the file from a same-size rewrite:
+    libhdfs gives whole seconds, and a rewrite may still come within that second (2 s: some
+    slack for the clocks of client and NameNode)."""
+    return info.mtime == int(info.mtime) and time.time() - info.mtime < 2.0
+
+
+#: Hadoop's client setting for the umask of new files and directories, and its default.
+UMASK_KEY = "fs.permissions.umask-mode"
+_DEFAULT_UMASK = "022"
+_SYMBOLIC_UMASK = re.compile(r"\s*([ugoa]*)([+=-])([rwx-]*)\s*")
+_CLASSES = (("u", 6), ("g", 3), ("o", 0))
+
+
+def parse_umask(text: str) -> int:
+    """``fs.permissions.umask-mode`` as bits: octal (``"077"``) or symbolic, which names the bits
+    *kept*, as Hadoop documents it (``"u=rwx,g=r-x,o=r-x"`` is 022; ``-`` only fills a place)."""
+    text = text.strip()
+    if re.fullmatch(r"[0-7]{1,4}", text):
+        return int(text, 8) & 0o777
+    kept = 0
+    for clause in text.split(","):
+        match = _SYMBOLIC_UMASK.fullmatch(clause)
+        if not match:
+            raise ValueError(f"invalid {UMASK_KEY} {text!r}: octal (022) or symbolic (u=rwx,g=r-x,o=r-x)")
+        who, op, what = match.groups()
+        shifts = [shift for c, shift in _CLASSES if not who or "a" in who or c in who]
+        bits = sum(b for c, b in (("r", 4), ("w", 2), ("x", 1)) if c in what)
+        if op == "=":
+            kept &= ~sum(7 << shift for shift in shifts)
+        if op == "-":
+            kept &= ~sum(bits << shift for shift in shifts)
+        else:
+            kept |= sum(bits << shift for shift in shifts)
+    return ~kept & 0o777
+
+
+def configured_umask(config: dict | None = None) -> int:
+    """The umask the Java client applies to new files and directories: ``fs.permissions.umask-mode``
+    from ``config``, else from the client configuration (``$HADOOP_CONF_DIR``, else
+    ``$HADOOP_HOME/etc/hadoop``: hdfs-site.xml over core-site.xml, as Java loads them), else 022."""
+    value = (config or {}).get(UMASK_KEY)
+    if value is None:
+        conf_dir = os.environ.get("HADOOP_CONF_DIR") or (
+            os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop") if os.environ.get("HADOOP_HOME") else None)
+        for name in ("core-site.xml", "hdfs-site.xml"):  # the later file wins
+            path = os.path.join(conf_dir, name) if conf_dir else None
+            if path and os.path.exists(path):
+                try:
+                    for prop in ET.parse(path).getroot().iter("property"):
+                        if prop.findtext("name") == UMASK_KEY and prop.findtext("value") is not None:
+                            value = prop.findtext("value")
+                except ET.ParseError:
+                    pass
+    return parse_umask(str(value if value is not None else _DEFAULT_UMASK))
 
 
 def _first_line(text: str) -> str:
@@ -340,6 +408,17 @@ class HdfsFileSystem(FileSystem):
         self._client_lock = threading.Lock()
         self._pid = os.getpid()
         self._layout_cache: dict[str, tuple[tuple, float, list[BlockLocation]]] = {}
+        self._umask: int | None = None
+
+    @property
+    def umask(self) -> int:
+        """The client umask applied to new files (666) and directories (777), as the Java client
+        and FsShell apply it (``fs.permissions.umask-mode``: ``config=``, else the client
+        configuration, else 022). hdfs-native sends the mode it is given: it created files 644
+        and directories 755 where a site's umask 077 made them private."""
+        if self._umask is None:
+            self._umask = configured_umask(self._config)
+        return self._umask
 
     @classmethod
     def from_url(cls, url, **options) -> "HdfsFileSystem":
@@ -426,6 +505,24 @@ class HdfsFileSystem(FileSystem):
                     os.environ["HADOOP_USER_NAME"] = saved
         return client
 
+    def _path(self, path) -> str:
+        """A path of this file system (see :meth:`FileSystem._path`) that HDFS can name.
+
+        HDFS names are Unicode (Java strings). A local name that is not UTF-8 reaches Python
+        with surrogate escapes (``os.fsdecode``); the clients failed on it with a
+        UnicodeEncodeError mid-way (``put -r`` had copied part of the tree), FsShell leaves such
+        a file out silently. It is refused here as EILSEQ, naming the URL.
+        """
+        p = super()._path(path)
+        if not p.isascii():
+            try:
+                p.encode("utf-8")
+            except UnicodeEncodeError:
+                raise os_error(errno.EILSEQ, self.url(p), BACKEND,
+                               "HDFS names are Unicode: this one holds bytes that are not UTF-8, "
+                               "a local name in another encoding?") from None
+        return p
+
     # -- calls and errors ---------------------------------------------------------------------
     def _call(self, what: str, path: str, function, *args, io_call: bool = False, inline: bool = False):
         """Run one client call on the pool with its timeout, translating errors to name the URL
@@ -465,10 +562,15 @@ class HdfsFileSystem(FileSystem):
         text = str(exc)
         match = _RPC_ERROR.search(text)
         if match:
-            name, message = match.group(1), match.group(2)
+            name, message = match.group(1), _undebug(match.group(2))
             if "under source" in message:  # renaming a directory into itself
                 return os_error(errno.EINVAL, self.url(path), BACKEND, message)
             code = _JAVA_ERRNO.get(name, errno.EIO)
+            if name == "AccessControlException" and message.endswith("(is not a directory)"):
+                # The NameNode's answer for a path through a file (/file/x) on open, chmod, ...:
+                # no permission is involved, and its getFileInfo (stat), WebHDFS OPEN and FsShell
+                # call such a path missing.
+                code = errno.ENOENT
             detail = f"{name}: {message}"
             if code == errno.EBUSY:
                 detail += "; HDFS allows one writer per file"
@@ -498,6 +600,20 @@ class HdfsFileSystem(FileSystem):
     def _info(self, path: str) -> FileInfo:
         return self._status_to_info(self._call("stat", path, self.client.get_file_info, path), path)
 
+    def version(self, path) -> tuple:
+        """Size and mtime (see :meth:`FileSystem.version`); while a whole-second mtime (libhdfs)
+        is recent, a value no other call returns.
+
+        A same-size rewrite within the second of a libhdfs mtime kept ``(size, mtime)``, so
+        caches keyed by the version served the old file: ``hpcbridge.hdf5.describe`` gave the
+        replaced file's dataset shape (WebHDFS named a new fileId and mtime). Once the second is
+        2 s past, a rewrite can no longer share it, and the version is ``(size, mtime)`` again.
+        """
+        info = self.info(path)
+        if _coarse_recent(info):
+            return (info.size, info.mtime, uuid.uuid4().hex)
+        return (info.size, info.mtime)
+
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         listing = self._call("list", path, self.client.list_status, path)
         prefix = path.rstrip("/")
@@ -517,7 +633,8 @@ class HdfsFileSystem(FileSystem):
             if info.is_dir and exist_ok:
                 return
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
-        self._call("mkdir", path, self.client.mkdirs, path, 0o755, parents)
+        # The mode, as Java's mkdirs makes it: 777 less the client umask (libhdfs applies it itself).
+        self._call("mkdir", path, self.client.mkdirs, path, 0o777 & ~self.umask, parents)
 
     def _rm_file(self, path: str) -> None:
         if not self._call("delete", path, self.client.delete, path, False):
@@ -551,8 +668,7 @@ class HdfsFileSystem(FileSystem):
             blocks = self.webhdfs.block_locations(path, 0, info.size)
             # libhdfs gives whole-second mtimes: a same-size rewrite within that second would
             # share the version, so such a layout is cached only once the second is long past.
-            coarse = info.mtime == int(info.mtime) and time.time() - info.mtime < 2.0
-            if all(len(b.hosts) >= info.replication for b in blocks) and not coarse:
+            if all(len(b.hosts) >= info.replication for b in blocks) and not _coarse_recent(info):
                 self._layout_cache[path] = (version, time.monotonic(), blocks)
             else:
                 self._layout_cache.pop(path, None)
@@ -642,12 +758,24 @@ class HdfsFileSystem(FileSystem):
         return reader
 
     def _create(self, path: str, replication: int | None, block_size: int | None, overwrite: bool):
+        try:
+            return self._create_writer(path, replication, block_size, overwrite)
+        except OSError as exc:
+            if overwrite or exc.errno != errno.EBUSY:
+                raise
+            # An exclusive create (xb, O_EXCL) of a file another writer is still writing: the
+            # NameNode answers AlreadyBeingCreated (EBUSY), but the file exists, as a stat says,
+            # and callers racing for a name (PLFS writer records and merges) catch FileExistsError.
+            raise os_error(errno.EEXIST, self.url(path), BACKEND,
+                           "another writer is still writing it; HDFS allows one writer per file") from None
+
+    def _create_writer(self, path: str, replication: int | None, block_size: int | None, overwrite: bool):
         client = self.client
         if self.driver == "libhdfs":
             return self._call("create", path, client.create, path, replication, block_size, overwrite)
         from hdfs_native import WriteOptions
 
-        options = WriteOptions(block_size=block_size, replication=replication, permission=0o644,
+        options = WriteOptions(block_size=block_size, replication=replication, permission=0o666 & ~self.umask,
                                overwrite=overwrite, create_parent=False)
         return self._call("create", path, client.create, path, options)
 

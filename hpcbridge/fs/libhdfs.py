@@ -310,6 +310,8 @@ def _error(path: str, what: str, code: int | None = None) -> OSError:
                 break
     if code == 255:
         code = errno.EIO
+    if code == errno.EACCES and cause.endswith("(is not a directory)"):
+        code = errno.ENOENT  # a path through a file (/file/x): missing, as hdfs.py's RPC path says
     if not cause and code == errno.ENOENT:
         cause = f"File does not exist: {path}"
     message = f"{cause or os.strerror(code)} ({what})"
@@ -513,6 +515,10 @@ class LibhdfsDriver:
     def get_file_info(self, path: str) -> Status:
         """Stat ``path`` (hdfsGetPathInfo)."""
         self._check(f"stat {path}")
+        if ":" in path:
+            # A name HDFS cannot hold: Java refuses it before asking (IllegalArgumentException, EINVAL,
+            # with a stack trace on stderr); the NameNode (the native driver, WebHDFS) calls it missing.
+            raise FileNotFoundError(f"File does not exist: {path} (HDFS names have no ':')")
         info = self._lib.hdfsGetPathInfo(self._fs, _java(path))
         if not info:
             raise _error(path, "stat")

@@ -96,6 +96,40 @@ def test_block_locations_after_a_same_size_rewrite_within_a_second(hdfs, hdfs_ro
         assert ours == theirs()
 
 
+def test_a_same_size_rewrite_is_a_new_version(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS GETFILESTATUS names the rewritten file by a new fileId and mtime. libhdfs
+    gives whole-second mtimes, so ``version`` (size, mtime) named both files alike and caches
+    keyed by it served the old one: ``hdf5.describe`` gave the replaced dataset's shape."""
+    import json
+    import urllib.request
+
+    h5py = pytest.importorskip("h5py")
+    from hpcbridge.hdf5 import describe
+
+    def h5(shape):
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w") as f:
+            f.create_dataset("x", data=np.zeros(shape, "<i4"))
+        return buffer.getvalue()
+
+    def theirs(path):
+        url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}?op=GETFILESTATUS"
+        status = json.loads(urllib.request.urlopen(url, timeout=30).read())["FileStatus"]
+        return status["fileId"], status["modificationTime"]
+
+    tall, wide = h5((100, 10)), h5((10, 100))
+    assert len(tall) == len(wide)
+    for round_ in range(3):  # old code: a round whose writes shared a second failed (libhdfs)
+        path = f"{hdfs_root}/r{round_}.h5"
+        hdfs.write_bytes(path, tall)
+        before, their_before = hdfs.version(path), theirs(path)
+        assert describe(hdfs, path, "x")[0].shape == (100, 10)
+        hdfs.write_bytes(path, wide)
+        assert theirs(path) != their_before
+        assert hdfs.version(path) != before
+        assert describe(hdfs, path, "x")[0].shape == (10, 100)
+
+
 def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
     path = f"{hdfs_root}/private.bin"
     with hdfs.create(path, permission=0o600) as f:
@@ -105,6 +139,45 @@ def test_create_with_mode_and_owner_mapping(hdfs, hdfs_root):
     assert info.owner == "root" and info.uid == 0  # the HDFS owner name mapped to the local uid
     hdfs.chmod(path, 0o640)
     assert hdfs.info(path).mode & 0o777 == 0o640
+
+
+def test_new_files_and_directories_honour_the_client_umask(hdfs_cluster, hdfs_options, hdfs_root, hdfs_admin):
+    """Oracle: FsShell -mkdir with fs.permissions.umask-mode=077 makes the directory 700 (and Java
+    creates files 666 less the umask). hdfs-native sends the mode it is given: the native driver
+    made them 755 and 644, readable by everyone, where the site's umask said private."""
+    run = _fsshell(hdfs_cluster, "-D", "fs.permissions.umask-mode=077", "-mkdir",
+                   f"{hdfs_cluster.info.url}{hdfs_root}/by-fsshell")
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert hdfs_admin.info(f"{hdfs_root}/by-fsshell").mode & 0o777 == 0o700
+    fs = hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options, config={"fs.permissions.umask-mode": "077"})
+    fs.mkdir(f"{hdfs_root}/d")
+    fs.write_bytes(f"{hdfs_root}/d/f", b"private")
+    with fs.open(f"{hdfs_root}/d/appended", "ab") as f:  # append creates a missing file
+        f.write(b"x")
+    assert fs.info(f"{hdfs_root}/d").mode & 0o777 == 0o700
+    assert fs.info(f"{hdfs_root}/d/f").mode & 0o777 == 0o600
+    assert fs.info(f"{hdfs_root}/d/appended").mode & 0o777 == 0o600
+    default = hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options)  # the testbed sets none: 022
+    default.mkdir(f"{hdfs_root}/e")
+    default.write_bytes(f"{hdfs_root}/e/f", b"shared")
+    assert (default.info(f"{hdfs_root}/e").mode & 0o777, default.info(f"{hdfs_root}/e/f").mode & 0o777) == (0o755, 0o644)
+
+
+def test_umask_settings_read_as_hadoop_documents_them(tmp_path, monkeypatch):
+    from hpcbridge.fs.hdfs import configured_umask, parse_umask
+
+    assert [parse_umask(t) for t in ("022", "077", "u=rwx,g=r-x,o=r-x", "u=rwx,g=rwx,o=", "a=rx")] == \
+        [0o022, 0o077, 0o022, 0o007, 0o222]
+    with pytest.raises(ValueError, match="umask-mode"):
+        parse_umask("rwxr-x---")
+    setting = "<property><name>fs.permissions.umask-mode</name><value>027</value></property>"
+    (tmp_path / "core-site.xml").write_text(f"<configuration>{setting}</configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    assert configured_umask() == 0o027
+    assert configured_umask({"fs.permissions.umask-mode": "077"}) == 0o077
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    assert configured_umask() == 0o022
 
 
 def test_url_user_owns_created_files(hdfs_cluster, hdfs_options):
@@ -118,6 +191,26 @@ def test_url_user_owns_created_files(hdfs_cluster, hdfs_options):
     assert fs.info("/user/alice/mine.txt").owner == "alice"
     assert fs.info("/user/alice/mine.txt").uid == -1  # no local account named alice
     fs.rm("/user/alice/mine.txt")
+
+
+def test_a_refusal_names_what_the_namenode_named(hdfs_cluster, hdfs_options, hdfs_admin, hdfs_root):
+    """Oracle: WebHDFS LISTSTATUS's message for a directory its user may not read. hdfs-native
+    escapes the quotes in it (inode=\\"/dir\\"...): the message was cut at the first one."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    hdfs_admin.mkdir(f"{hdfs_root}/private")
+    hdfs_admin.chmod(f"{hdfs_root}/private", 0o700)
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/private?op=LISTSTATUS&user.name=alice"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(url, timeout=30)
+    theirs = json.load(web.value)["RemoteException"]["message"]
+    assert 'inode="' in theirs
+    alice = hpcbridge.connect(f"hdfs://alice@127.0.0.1:{hdfs_cluster.info.rpc_port}/", **hdfs_options)
+    with pytest.raises(PermissionError) as ours:
+        alice.ls(f"{hdfs_root}/private")
+    assert theirs in str(ours.value)
 
 
 def test_a_file_reads_whole_right_after_it_is_closed(hdfs, hdfs_root):
@@ -181,6 +274,34 @@ def test_names_beyond_the_basic_multilingual_plane_as_webhdfs(hdfs, hdfs_root, h
     assert hdfs.info(hdfs_root).block_size == 0  # a directory, as HDFS says
 
 
+def test_a_local_name_that_is_not_utf8_is_refused_before_anything_is_copied(
+        hdfs_cluster, hdfs_driver, hdfs, hdfs_root, tmp_path, monkeypatch, capsys):
+    """HDFS names are Unicode: a local name in another encoding cannot be named there. FsShell
+    -put leaves such a file out and exits 0; the clients raised UnicodeEncodeError, after
+    ``put -r`` had copied the rest of the tree. Now EILSEQ, and ``put -r`` copies nothing
+    (WebHDFS: the destination does not exist)."""
+    import urllib.error
+    import urllib.request
+
+    from hpcbridge.cli.main import main
+
+    bad = os.fsdecode(b"bad\xffname")
+    with pytest.raises(OSError) as ours:
+        hdfs.write_bytes(f"{hdfs_root}/{bad}", b"x")
+    assert ours.value.errno == errno.EILSEQ and "%FF" in str(ours.value)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok").write_bytes(b"y")
+    (tree / bad).write_bytes(b"x")
+    monkeypatch.setenv("HPCBRIDGE_HDFS_DRIVER", hdfs_driver)
+    assert main(["put", "-r", str(tree), f"{hdfs_cluster.info.url}{hdfs_root}/copy"]) == 1
+    assert "bad%FFname" in capsys.readouterr().err  # the error names the file
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/copy"
+                               "?op=GETFILESTATUS&user.name=root", timeout=30)
+    assert web.value.code == 404
+
+
 def test_a_file_being_written_opens_for_reading_at_once(hdfs, hdfs_root):
     """A file whose last block is still being written is not waited for beyond LAST_BLOCK_WAIT
     (hdfs-native reads its complete blocks only; libhdfs what the DataNodes hold)."""
@@ -201,6 +322,49 @@ def test_mkdir_is_posix_unless_parents(hdfs, hdfs_root):
     hdfs.mkdir(f"{hdfs_root}/a/b", parents=True)
     with pytest.raises(FileExistsError):
         hdfs.mkdir(f"{hdfs_root}/a/b")  # HDFS itself would succeed silently
+
+
+def test_a_path_through_a_file_is_missing(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS OPEN (and FsShell -cat, -chmod) of /file/x answer "not found", as a stat
+    does; the NameNode's AccessControlException "(is not a directory)" on open (native) and
+    chmod (both drivers) came back as PermissionError."""
+    import urllib.error
+    import urllib.request
+
+    hdfs.write_bytes(f"{hdfs_root}/f", b"data")
+    through = f"{hdfs_root}/f/x"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{through}?op=OPEN&user.name=root",
+                               timeout=30)
+    assert web.value.code == 404
+    for call in (lambda: hdfs.open(through), lambda: hdfs.pread(through, offset=0, length=1),
+                 lambda: hdfs.chmod(through, 0o600), lambda: hdfs.info(through)):
+        with pytest.raises(FileNotFoundError, match="hdfs://"):
+            call()
+
+
+def test_a_name_hdfs_refuses_is_einval(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS MKDIRS of a name with ':' answers 400 InvalidPathException (FsShell: "not a
+    valid DFS filename"), its GETFILESTATUS 404; native gave EIO for the first, libhdfs EINVAL
+    for the second (``exists`` raised)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{hdfs_root}/a:b?op=MKDIRS&user.name=root"
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=30)
+    assert (web.value.code, json.load(web.value)["RemoteException"]["exception"]) == (400, "InvalidPathException")
+    for call in (lambda: hdfs.mkdir(f"{hdfs_root}/a:b"), lambda: hdfs.write_bytes(f"{hdfs_root}/c:d", b"1")):
+        with pytest.raises(OSError) as ours:
+            call()
+        assert ours.value.errno == errno.EINVAL, ours.value
+    with pytest.raises(urllib.error.HTTPError) as web:
+        urllib.request.urlopen(url.replace("op=MKDIRS", "op=GETFILESTATUS"), timeout=30)
+    assert web.value.code == 404
+    assert not hdfs.exists(f"{hdfs_root}/a:b")
+    with pytest.raises(FileNotFoundError):
+        hdfs.info(f"{hdfs_root}/a:b")
 
 
 def test_rename_never_moves_into_an_existing_directory(hdfs, hdfs_root):
@@ -439,3 +603,23 @@ def test_a_second_writer_is_ebusy_on_both_drivers(hdfs, hdfs_root):
         with pytest.raises(OSError) as second:
             hdfs.open(path, "ab")
         assert second.value.errno == errno.EBUSY, second.value
+
+
+def test_an_exclusive_create_of_a_file_being_written_is_eexist(hdfs, hdfs_root, hdfs_cluster):
+    """Oracle: WebHDFS GETFILESTATUS lists a file being written, so an exclusive create (xb,
+    O_EXCL) must say it exists; the NameNode's AlreadyBeingCreated came back as EBUSY (native),
+    which PLFS's races for a writer id or a merge generation (they catch FileExistsError) did not
+    expect."""
+    import json
+    import urllib.request
+
+    path = f"{hdfs_root}/claimed"
+    url = f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}?op=GETFILESTATUS&user.name=root"
+    with hdfs.open(path, "xb") as first:
+        first.write(b"a")
+        assert json.loads(urllib.request.urlopen(url, timeout=30).read())["FileStatus"]["type"] == "FILE"
+        with pytest.raises(FileExistsError):
+            hdfs.open(path, "xb")
+        with pytest.raises(FileExistsError):
+            hdfs.create(path, overwrite=False)
+    assert hdfs.read_bytes(path) == b"a"
