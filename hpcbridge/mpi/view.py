@@ -61,7 +61,7 @@ class FileView:
         if filetype.extent < span:
             # Tile k lies at disp + k·extent: its bytes must end before tile k+1's begin.
             raise ValueError(f"filetype extent {filetype.extent} is smaller than the span of its bytes ({span}); "
-                             "consecutive tiles would overlap")
+                             "consecutive tiles would overlap (MPI file view rule)")
         merged = merge_extents(offsets, lengths)
         self._offsets, self._lengths = merged
         self._starts = np.concatenate(([0], np.cumsum(self._lengths)[:-1])).astype(np.int64)

@@ -3,7 +3,8 @@
 write-behind with calls that go back over earlier ones, Fortran-ordered numpy buffers, an
 independent read past the end of file (the rest of the buffer untouched), the amodes
 ``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE`` and ``MODE_UNIQUE_OPEN``, hints the MPI standard
-reserves, filetypes with empty blocks, buffers that are not whole elements."""
+reserves, filetypes with empty blocks, buffers that are not whole elements, the error classes of
+views MPI forbids."""
 
 from __future__ import annotations
 
@@ -323,3 +324,36 @@ def test_a_missing_file_opened_without_mode_create_is_enoent_as_in_open_mpi(worl
     assert classes[0] == classes[1] == MPI.ERR_NO_SUCH_FILE
     url, options = backend_url(backend, str(mpi_tmp_path), "enoent")
     assert not hpcbridge.url_to_fs(url, **options)[0].exists(url)
+
+
+#: Views MPI forbids, each set on Open MPI's File and on hpcbridge's: ``(etype, filetype,
+#: datarep)`` from MPI (filetypes committed; the test frees them).
+BAD_VIEWS = {
+    "negative hindexed displacement": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([2, 2], [4, -2]), "native"),
+    "decreasing hindexed displacements": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([2, 2], [6, 0]), "native"),
+    "negative hvector stride": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hvector(3, 2, -4), "native"),
+    "overlapping blocks": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([4, 2], [0, 2]), "native"),
+    "unknown data representation": lambda MPI: (MPI.INT, MPI.INT.Create_contiguous(1), "internal"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VIEWS))
+def test_bad_views_raise_open_mpis_error_class(world, mpi_tmp_path, case):
+    """Filetypes that break MPI's view rules are ERR_TYPE in Open MPI (hpcbridge said ERR_ARG),
+    unknown data representations ERR_UNSUPPORTED_DATAREP (hpcbridge: ERR_UNSUPPORTED_OPERATION)."""
+    from mpi4py import MPI
+
+    classes = []
+    for opener, where in ((MPI.File.Open, os.path.join(str(mpi_tmp_path), "view.ompi")),
+                          (File.Open, f"file://{mpi_tmp_path}/view.hb")):
+        etype, filetype, datarep = BAD_VIEWS[case](MPI)
+        filetype.Commit()
+        f = opener(world, where, MPI.MODE_RDWR | MPI.MODE_CREATE)
+        try:
+            with pytest.raises(MPI.Exception) as error:
+                f.Set_view(0, etype, filetype, datarep)
+            classes.append(MPI.Get_error_string(error.value.Get_error_class()).split(":")[0])
+        finally:
+            f.Close()
+            filetype.Free()
+    assert classes[1] == classes[0], classes
