@@ -182,8 +182,10 @@ def test_view_rejects_what_mpi_rejects():
         FileView.build(0, 1, [(10, 4), (0, 4)])
     with pytest.raises(ValueError, match="multiple of the etype"):
         FileView.build(0, 8, [(0, 12)], extent=16)
+    empty = FileView.build(0, 1, [(0, 0)], extent=4)  # MPI takes it; only empty accesses work
+    assert [a.size for a in empty.extents(3, 0)] == [0, 0] and empty.bytes_before(100) == 0
     with pytest.raises(ValueError, match="selects no bytes"):
-        FileView.build(0, 1, [(0, 0)], extent=4)
+        empty.extents(0, 1)
     with pytest.raises(ValueError, match="non-negative"):
         FileView.build(-1, 1, None)
     with pytest.raises(ValueError, match="smaller than"):
