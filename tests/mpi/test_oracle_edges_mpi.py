@@ -411,3 +411,44 @@ def test_darray_views_write_and_read_as_in_open_mpi(world, mpi_tmp_path, backend
         assert want == got and want_bytes == got_bytes
 
     run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_get_view_returns_datatypes_the_caller_frees_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """MPI_File_get_view returns new handles of derived datatypes, which MPI programs free:
+    hpcbridge returned the view's own copies, so the next Get_view failed (ERR_TYPE) and nothing
+    was written."""
+    from mpi4py import MPI
+
+    def views(f, comm):
+        seen = []
+        for k in range(2):
+            disp, etype, filetype, datarep = f.Get_view()
+            seen.append((disp, etype.Get_size(), filetype.Get_size(), filetype.Get_extent(), datarep))
+            for t in (etype, filetype):
+                if not t.is_predefined:
+                    t.Free()
+        return seen
+
+    def write(f, comm):
+        etype = MPI.INT.Create_contiguous(1).Commit()
+        filetype = MPI.INT.Create_vector(2, 1, comm.size).Create_resized(0, 8 * comm.size).Commit()
+        f.Set_view(4 * comm.rank, etype, filetype)
+        etype.Free()
+        filetype.Free()
+        views(f, comm)
+        f.Write_all(np.arange(3, dtype=np.int32) + 10 * comm.rank)
+        pair = MPI.INT.Create_contiguous(2).Commit()
+        f.Set_view(0, pair)  # the filetype is the etype: Get_view gives two handles
+        pair.Free()
+        views(f, comm)
+
+    def read(f, comm):
+        f.Set_view(0, MPI.INT)
+        return views(f, comm)
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "get-view", write, read)
+        assert want == got and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
