@@ -83,17 +83,59 @@ def _subarray(child, sizes, subsizes, starts, order, element_extent: int) -> tup
     if np.any(subsizes < 0) or np.any(starts < 0) or np.any(starts + subsizes > sizes):
         raise ValueError(f"subarray out of range: sizes {sizes.tolist()}, subsizes {subsizes.tolist()}, "
                          f"starts {starts.tolist()}")
+    indices = [start + np.arange(n, dtype=np.int64) for start, n in zip(starts.tolist(), subsizes.tolist())]
+    return _grid(child, sizes, indices, order, element_extent)
+
+
+def _grid(child, sizes, indices, order, element_extent: int) -> tuple[np.ndarray, np.ndarray]:
+    """The elements of an array of ``sizes`` whose index along dimension ``d`` is in
+    ``indices[d]`` (increasing), in array order (``order`` 0: C, else Fortran): what subarray and
+    darray types select."""
+    sizes = np.asarray(sizes, dtype=np.int64)
     if order != 0:  # Fortran order: the first dimension varies fastest
-        sizes, subsizes, starts = sizes[::-1], subsizes[::-1], starts[::-1]
+        sizes, indices = sizes[::-1], indices[::-1]
     strides = np.ones(sizes.size, dtype=np.int64)
     if sizes.size > 1:
         strides[:-1] = np.cumprod(sizes[::-1])[::-1][1:]
     rows = np.zeros(1, dtype=np.int64)
     for dim in range(sizes.size - 1):  # one numpy op per outer dimension, not per element
-        axis = (starts[dim] + np.arange(subsizes[dim], dtype=np.int64)) * strides[dim]
-        rows = (rows[:, None] + axis[None, :]).reshape(-1)
-    # Rows of the last (fastest) dimension are runs of consecutive elements.
-    return _place(child, (rows + starts[-1]) * element_extent, subsizes[-1], element_extent)
+        rows = (rows[:, None] + indices[dim][None, :] * strides[dim]).reshape(-1)
+    # Along the last (fastest) dimension, runs of consecutive indices are runs of elements.
+    last = indices[-1]
+    breaks = np.flatnonzero(np.diff(last) != 1) + 1
+    run_starts = last[np.concatenate(([0], breaks))] if last.size else last
+    run_lengths = np.diff(np.concatenate(([0], breaks, [last.size]))) if last.size else last
+    displacements = (rows[:, None] + run_starts[None, :]).reshape(-1) * element_extent
+    blocklengths = np.broadcast_to(run_lengths, (rows.size, run_lengths.size)).reshape(-1)
+    return _place(child, displacements, blocklengths, element_extent)
+
+
+def _darray_indices(gsize: int, distrib: int, darg: int, psize: int, coord: int, MPI) -> np.ndarray:
+    """Indices of one dimension of a darray that process coordinate ``coord`` owns (MPI-3.1
+    §4.1.4): all of them (DISTRIBUTE_NONE), one block of ``darg`` (default ceil(gsize/psize)), or
+    blocks of ``darg`` (default 1) dealt round-robin (DISTRIBUTE_CYCLIC)."""
+    if distrib == MPI.DISTRIBUTE_NONE:
+        return np.arange(gsize, dtype=np.int64)
+    if distrib == MPI.DISTRIBUTE_BLOCK:
+        block = -(-gsize // psize) if darg == MPI.DISTRIBUTE_DFLT_DARG else darg
+        return np.arange(coord * block, min((coord + 1) * block, gsize), dtype=np.int64)
+    block = 1 if darg == MPI.DISTRIBUTE_DFLT_DARG else darg
+    index = np.arange(gsize, dtype=np.int64)
+    return index[(index // block) % psize == coord]
+
+
+def _darray(child, integers, element_extent: int, MPI) -> tuple[np.ndarray, np.ndarray]:
+    rank, ndims = integers[1], integers[2]
+    gsizes, distribs, dargs, psizes = (integers[3 + k * ndims:3 + (k + 1) * ndims] for k in range(4))
+    order = integers[3 + 4 * ndims]
+    # The process grid is row-major whatever the array order.
+    coords, rest = [], rank
+    for psize in reversed(psizes):
+        coords.append(rest % psize)
+        rest //= psize
+    coords.reverse()
+    indices = [_darray_indices(*args, MPI) for args in zip(gsizes, distribs, dargs, psizes, coords)]
+    return _grid(child, gsizes, indices, 0 if order == MPI.ORDER_C else 1, element_extent)
 
 
 def _flatten(datatype, MPI, depth: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -151,6 +193,8 @@ def _flatten(datatype, MPI, depth: int = 0) -> tuple[np.ndarray, np.ndarray]:
         starts, order = integers[1 + 2 * ndims:1 + 3 * ndims], integers[1 + 3 * ndims]
         order_c = 0 if order == MPI.ORDER_C else 1
         return _subarray(children[0], sizes, subsizes, starts, order_c, child_extents[0])
+    if combiner == C.COMBINER_DARRAY:
+        return _darray(children[0], integers, child_extents[0], MPI)
     if combiner == C.COMBINER_RESIZED:
         return children[0]  # same bytes; only lb/extent change, read from the type itself
     names = {getattr(MPI, n): n for n in dir(MPI) if n.startswith("COMBINER_")}
@@ -164,7 +208,7 @@ def flatten_datatype(datatype) -> Flattened:
     Raises
     ------
     ValueError
-        For combiners a file view cannot use here (darray, F90 types): the message says which.
+        For combiners a file view cannot use here (the F90 types): the message says which.
     """
     from mpi4py import MPI
 

@@ -43,7 +43,8 @@ def error_class_of(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return {errno.ENOSPC: "ERR_NO_SPACE", errno.EDQUOT: "ERR_QUOTA"}.get(exc.errno, "ERR_IO")
     if isinstance(exc, NotImplementedError):
-        return "ERR_UNSUPPORTED_OPERATION"
+        # Open MPI: a data representation it does not know is ERR_UNSUPPORTED_DATAREP.
+        return "ERR_UNSUPPORTED_DATAREP" if "datarep" in text else "ERR_UNSUPPORTED_OPERATION"
     if isinstance(exc, ValueError):
         if "closed file" in text:
             return "ERR_FILE"
@@ -51,6 +52,8 @@ def error_class_of(exc: BaseException) -> str:
             return "ERR_AMODE"
         if "hint" in text:
             return "ERR_INFO_VALUE"
+        if "MPI file view rule" in text:  # a filetype MPI forbids (negative or decreasing displacements)
+            return "ERR_TYPE"
         return "ERR_ARG"
     return "ERR_OTHER"
 

@@ -333,15 +333,19 @@ class File:
 
     def Get_view(self):
         """``(disp, etype, filetype, datarep)`` as ``MPI_File_get_view``: the datatypes of the last
-        :meth:`Set_view` (``MPI.BYTE`` for the default view; explicit extents as given)."""
+        :meth:`Set_view` (``MPI.BYTE`` for the default view; explicit extents as given). Derived
+        datatypes are new duplicates, which the caller frees, as in MPI."""
         from mpi4py import MPI
 
         self._check()
         etype, filetype = self._view_types or (None, None)
+        # MPI_File_get_view returns new handles of derived types: a caller freeing them (as MPI
+        # programs do) freed the view's own copies, and the next Get_view, Set_view or Close failed.
         if etype is None or isinstance(etype, (int, np.integer)):
             etype = MPI.BYTE if etype in (None, 1) else MPI.BYTE.Create_contiguous(int(etype)).Commit()
-        if filetype is None:
-            filetype = etype
+        else:
+            etype = _dup(etype)
+        filetype = _dup(etype if filetype is None else filetype)  # its own handle, also as the etype
         return self._view.disp, etype, filetype, "native"
 
     get_view = Get_view

@@ -49,7 +49,11 @@ class FileView:
         keep = filetype.lengths > 0
         offsets, lengths = filetype.offsets[keep], filetype.lengths[keep]
         if filetype.size == 0:
-            raise ValueError("the filetype selects no bytes")
+            # MPI takes a filetype of no bytes (a darray share of a process that owns nothing):
+            # such a rank can only make calls that move no data (extents() refuses any other).
+            self._offsets = self._lengths = self._starts = np.zeros(0, dtype=np.int64)
+            self._tile_size, self._tile_extent = 0, int(filetype.extent)
+            return
         if filetype.size % self.etype_size:
             raise ValueError(f"filetype size {filetype.size} is not a multiple of the etype size {self.etype_size}")
         if np.any(offsets < 0):
@@ -61,7 +65,7 @@ class FileView:
         if filetype.extent < span:
             # Tile k lies at disp + k·extent: its bytes must end before tile k+1's begin.
             raise ValueError(f"filetype extent {filetype.extent} is smaller than the span of its bytes ({span}); "
-                             "consecutive tiles would overlap")
+                             "consecutive tiles would overlap (MPI file view rule)")
         merged = merge_extents(offsets, lengths)
         self._offsets, self._lengths = merged
         self._starts = np.concatenate(([0], np.cumsum(self._lengths)[:-1])).astype(np.int64)
@@ -116,6 +120,8 @@ class FileView:
         if self.filetype is None:
             return np.array([self.disp + self.shift + start], dtype=np.int64), np.array([nbytes], dtype=np.int64)
         size = self._tile_size
+        if size == 0:
+            raise ValueError(f"the view's filetype selects no bytes: {nbytes} bytes cannot be accessed through it")
         first_tile, last_tile = start // size, (start + nbytes - 1) // size
         if first_tile == last_tile:
             # Within one tile (the common per-transfer call): only the blocks it touches.
@@ -140,6 +146,8 @@ class FileView:
             return 0
         if self.filetype is None:
             return max(0, position - self.disp - self.shift)
+        if self._tile_size == 0:
+            return 0
         first = int(self._offsets[0])  # tile k's bytes lie in [disp + k·extent + first, + extent)
         relative = position - self.disp - first
         if relative <= 0:

@@ -39,6 +39,7 @@ BASE_SIZES = {"BYTE": 1, "INT": 4, "DOUBLE": 8}
 DTYPES = {"BYTE": np.uint8, "INT": np.int32, "DOUBLE": np.float64}
 SENTINEL = 0xEE
 RANK_GAP = 1 << 16  # bytes between ranks' regions when views are shifted by displacement
+SEEK_END_GAP = 1024  # etypes between ranks' positions after SEEK_END (more than a phase writes)
 
 
 # -- datatypes -------------------------------------------------------------------------------
@@ -356,7 +357,13 @@ class Runner:
             op = dict(op, whence="SEEK_SET" if kind == "seek" else "SEEK_CUR")
         if kind == "seek":
             whence = getattr(MPI, op["whence"])
-            self.call("Seek", snake, op["offsets"][rank], whence)
+            offset = op["offsets"][rank]
+            if op["whence"] == "SEEK_END":
+                # The end of file is the same byte in every rank's view: a write of two ranks
+                # from there would write the same bytes (undefined in MPI; the harness found
+                # such a program differing by which rank won). Ranks go apart from it.
+                offset += rank * SEEK_END_GAP
+            self.call("Seek", snake, offset, whence)
             return self.f.Get_position()
         if kind == "seek_shared":
             self.call("Seek_shared", snake, op["offset"], getattr(MPI, op["whence"]))
@@ -647,6 +654,12 @@ REGRESSIONS = {
     "collective-read-past-eof": {"P": 3, "seed": 5, "phases": [
         {"mode": "rw", "ops": [_view(2, "INT", 3), _io("read_at", [12, 3, 0], [2, 34, 18], buf="typed"),
                                _io("iread_all", [4, 3, 0])]}]},
+    # The harness itself: after SEEK_END two ranks wrote the same byte (undefined in MPI), and the
+    # files differed by which rank won.
+    "seek-end-then-write-on-every-rank": {"P": 3, "seed": 1, "phases": [{"mode": "rw", "ops": [
+        _view(1, "BYTE"), _io("write_at", [0, 0, 1], [0, 0, 0]),
+        {"op": "seek", "snake": False, "buf": "array", "whence": "SEEK_END", "offset": 0, "offsets": [0, 0, 0]},
+        _io("write", [0, 1, 1])]}]},
     # Buffer specs [buf, MPI.INT] and [buf, n, MPI.INT] (TypeError before).
     "message-buffer-specs": {"P": 2, "seed": 6, "phases": [
         {"mode": "rw", "ops": [_view(2, "INT", 0), _io("write_at_all", [4, 2], [0, 4], buf="typed"),

@@ -3,7 +3,8 @@
 write-behind with calls that go back over earlier ones, Fortran-ordered numpy buffers, an
 independent read past the end of file (the rest of the buffer untouched), the amodes
 ``MODE_APPEND``, ``MODE_DELETE_ON_CLOSE`` and ``MODE_UNIQUE_OPEN``, hints the MPI standard
-reserves, filetypes with empty blocks, buffers that are not whole elements."""
+reserves, filetypes with empty blocks, buffers that are not whole elements, the error classes of
+views MPI forbids."""
 
 from __future__ import annotations
 
@@ -323,3 +324,131 @@ def test_a_missing_file_opened_without_mode_create_is_enoent_as_in_open_mpi(worl
     assert classes[0] == classes[1] == MPI.ERR_NO_SUCH_FILE
     url, options = backend_url(backend, str(mpi_tmp_path), "enoent")
     assert not hpcbridge.url_to_fs(url, **options)[0].exists(url)
+
+
+#: Views MPI forbids, each set on Open MPI's File and on hpcbridge's: ``(etype, filetype,
+#: datarep)`` from MPI (filetypes committed; the test frees them).
+BAD_VIEWS = {
+    "negative hindexed displacement": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([2, 2], [4, -2]), "native"),
+    "decreasing hindexed displacements": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([2, 2], [6, 0]), "native"),
+    "negative hvector stride": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hvector(3, 2, -4), "native"),
+    "overlapping blocks": lambda MPI: (MPI.BYTE, MPI.BYTE.Create_hindexed([4, 2], [0, 2]), "native"),
+    "unknown data representation": lambda MPI: (MPI.INT, MPI.INT.Create_contiguous(1), "internal"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VIEWS))
+def test_bad_views_raise_open_mpis_error_class(world, mpi_tmp_path, case):
+    """Filetypes that break MPI's view rules are ERR_TYPE in Open MPI (hpcbridge said ERR_ARG),
+    unknown data representations ERR_UNSUPPORTED_DATAREP (hpcbridge: ERR_UNSUPPORTED_OPERATION)."""
+    from mpi4py import MPI
+
+    classes = []
+    for opener, where in ((MPI.File.Open, os.path.join(str(mpi_tmp_path), "view.ompi")),
+                          (File.Open, f"file://{mpi_tmp_path}/view.hb")):
+        etype, filetype, datarep = BAD_VIEWS[case](MPI)
+        filetype.Commit()
+        f = opener(world, where, MPI.MODE_RDWR | MPI.MODE_CREATE)
+        try:
+            with pytest.raises(MPI.Exception) as error:
+                f.Set_view(0, etype, filetype, datarep)
+            classes.append(MPI.Get_error_string(error.value.Get_error_class()).split(":")[0])
+        finally:
+            f.Close()
+            filetype.Free()
+    assert classes[1] == classes[0], classes
+
+
+#: darray filetypes ``(gsizes, distribs, dargs, psizes, order)`` for ``P`` ranks, with names
+#: of MPI's constants (the process grid is every rank of the world).
+DARRAYS = {
+    "block-rows": lambda P: ([4 * P + 1, 3], ["BLOCK", "NONE"], ["DFLT", "DFLT"], [P, 1], "C"),
+    "cyclic-2": lambda P: ([5 * P + 3], ["CYCLIC"], [2], [P], "C"),
+    "block-cyclic-fortran": lambda P: ([6, 2 * P + 1], ["CYCLIC", "BLOCK"], ["DFLT", "DFLT"], [1, P], "FORTRAN"),
+    # Blocks of 2 rows of 3: from 3 ranks on, the last owns nothing (a filetype of no bytes, which
+    # hpcbridge refused, on every rank, where Open MPI takes it).
+    "empty-share": lambda P: ([2 * (P - 1), 3], ["BLOCK", "NONE"], [2, "DFLT"], [P, 1], "C"),
+}
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+@pytest.mark.parametrize("case", sorted(DARRAYS))
+def test_darray_views_write_and_read_as_in_open_mpi(world, mpi_tmp_path, backend, case):
+    """Set_view with a darray filetype (refused with ValueError before): each rank writes its
+    block-cyclic share of a global INT array collectively and reads it back, also a rank whose
+    share is empty."""
+    from mpi4py import MPI
+
+    def filetype(comm):
+        gsizes, distribs, dargs, psizes, order = DARRAYS[case](comm.size)
+        constant = {"BLOCK": MPI.DISTRIBUTE_BLOCK, "CYCLIC": MPI.DISTRIBUTE_CYCLIC, "NONE": MPI.DISTRIBUTE_NONE,
+                    "DFLT": MPI.DISTRIBUTE_DFLT_DARG}
+        return MPI.INT.Create_darray(comm.size, comm.rank, gsizes, [constant[d] for d in distribs],
+                                     [d if isinstance(d, int) else constant[d] for d in dargs], psizes,
+                                     order=getattr(MPI, f"ORDER_{order}")).Commit()
+
+    def write(f, comm):
+        darray = filetype(comm)
+        try:
+            f.Set_view(8, MPI.INT, darray)
+            n = darray.Get_size() // 4
+            f.Write_all(np.arange(n, dtype=np.int32) + 1000 * (comm.rank + 1))
+        finally:
+            darray.Free()
+
+    def read(f, comm):
+        darray = filetype(comm)
+        try:
+            f.Set_view(8, MPI.INT, darray)
+            back = np.full(darray.Get_size() // 4, -1, dtype=np.int32)
+            f.Read_all(back)
+            return back.tobytes(), [f.Get_byte_offset(i) for i in range(back.size)]
+        finally:
+            darray.Free()
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, f"darray-{case}", write, read)
+        assert want == got and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_get_view_returns_datatypes_the_caller_frees_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """MPI_File_get_view returns new handles of derived datatypes, which MPI programs free:
+    hpcbridge returned the view's own copies, so the next Get_view failed (ERR_TYPE) and nothing
+    was written."""
+    from mpi4py import MPI
+
+    def views(f, comm):
+        seen = []
+        for k in range(2):
+            disp, etype, filetype, datarep = f.Get_view()
+            seen.append((disp, etype.Get_size(), filetype.Get_size(), filetype.Get_extent(), datarep))
+            for t in (etype, filetype):
+                if not t.is_predefined:
+                    t.Free()
+        return seen
+
+    def write(f, comm):
+        etype = MPI.INT.Create_contiguous(1).Commit()
+        filetype = MPI.INT.Create_vector(2, 1, comm.size).Create_resized(0, 8 * comm.size).Commit()
+        f.Set_view(4 * comm.rank, etype, filetype)
+        etype.Free()
+        filetype.Free()
+        views(f, comm)
+        f.Write_all(np.arange(3, dtype=np.int32) + 10 * comm.rank)
+        pair = MPI.INT.Create_contiguous(2).Commit()
+        f.Set_view(0, pair)  # the filetype is the etype: Get_view gives two handles
+        pair.Free()
+        views(f, comm)
+
+    def read(f, comm):
+        f.Set_view(0, MPI.INT)
+        return views(f, comm)
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "get-view", write, read)
+        assert want == got and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
