@@ -115,7 +115,7 @@ class MemoryFileSystem(FileSystem):
 
     scheme = "memory"
     backend_name = "memory"
-    capabilities = Capabilities(block_locations=False, permissions=False)
+    capabilities = Capabilities(block_locations=False, permissions=False, shared_between_processes=False)
 
     def __init__(self, netloc: str = "", *, block_size: int = _DEFAULT_BLOCK_SIZE):
         if not isinstance(block_size, int) or block_size <= 0:

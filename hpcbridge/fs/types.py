@@ -46,6 +46,9 @@ class Capabilities:
     #: :meth:`~hpcbridge.fs.base.FileSystem.open_collective` opens a file for all ranks of an
     #: MPI job (the MPI layer and the mount ask this, never the backend's class).
     log_structured: bool = False
+    #: Other processes see the same files (``memory://``: no, its store lives in one process),
+    #: so the ranks of an MPI job, Dask's worker processes and a mount daemon can share them.
+    shared_between_processes: bool = True
     #: Handles map a byte range into memory (``map_range``): reads served from the page cache
     #: with no copy (POSIX: ``mmap``). Remote and log-structured files: no.
     memory_map: bool = False

@@ -61,6 +61,9 @@ def main(argv=None) -> int:
         from ..fs.api import url_to_fs
 
         fs, root = url_to_fs(args.url, **backend_options)
+        if not fs.capabilities.shared_between_processes:
+            raise ValueError(f"{args.url}: {fs.backend_name} files live in one process; the mount's daemon would "
+                             "serve a store of its own, empty (mount a file system other processes reach)")
         if fs.capabilities.log_structured and len(fs.volumes) > 1:
             raise ValueError(f"{args.url}: mounting multi-volume PLFS URLs is not supported; mount one volume root")
         root = fs._path(root)

@@ -316,6 +316,11 @@ def open_target(comm, url, mode: AccessMode, default_unit: int = 1 << 20, **opti
         fs, path = url_to_fs(url, **options)
         log_structured = fs.capabilities.log_structured  # each rank a writer of its own (PLFS)
         full_url = fs.url(path)
+        if comm.size > 1 and not fs.capabilities.shared_between_processes:
+            raise io.UnsupportedOperation(
+                f"{full_url}: {fs.backend_name} files live in one process, so the {comm.size} ranks cannot share "
+                "one (each would see its own store); use a file system they all reach: file://, plfs+file://, "
+                "plfs+hdfs://")
         shared_writes = fs.capabilities.positional_write and fs.capabilities.concurrent_writers
         if not log_structured and mode.write and not shared_writes:
             raise io.UnsupportedOperation(

@@ -204,7 +204,9 @@ class PlfsFileSystem(FileSystem):
         self.verify = verify
         self.checksums = checksums
         self.scheme = f"plfs+{backing}"
-        self.capabilities = self.capabilities.replace(rename_replaces=self.backing.capabilities.rename_replaces)
+        self.capabilities = self.capabilities.replace(
+            rename_replaces=self.backing.capabilities.rename_replaces,
+            shared_between_processes=self.backing.capabilities.shared_between_processes)
 
     @classmethod
     def from_url(cls, url: URL, **options) -> "PlfsFileSystem":

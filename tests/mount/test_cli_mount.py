@@ -51,6 +51,8 @@ def test_mount_errors_are_clear(tmp_path):
     (tmp_path / "f").write_bytes(b"x")
     run = _cli("mount", f"file://{tmp_path}/f", str(tmp_path / "mnt"))
     assert run.returncode == 1 and "f is not a directory" in run.stderr
+    run = _cli("mount", "memory://m/", str(tmp_path / "mnt"))
+    assert run.returncode == 1 and "memory files live in one process" in run.stderr
     run = _cli("mount", "nosuch://x/y", str(tmp_path / "mnt"))
     assert run.returncode == 1 and "nosuch" in run.stderr
     run = _cli("mount", f"file://{tmp_path}", str(tmp_path / "mnt"), "-o", "bogus")

@@ -452,3 +452,24 @@ def test_get_view_returns_datatypes_the_caller_frees_as_in_open_mpi(world, mpi_t
         assert want == got and want_bytes == got_bytes
 
     run_on_all_ranks(world, check)
+
+
+def test_a_store_of_one_process_is_refused_for_several_ranks(world, tmp_path_factory):
+    """memory:// lives in each process: ranks opening "one" file there would each get their own
+    (ranks above 0 failed with a FileNotFoundError naming nothing of this). Refused on every rank
+    with the reason; alone (COMM_SELF) it works, as on any backend."""
+    import io
+
+    from mpi4py import MPI
+
+    url = f"memory://oracle-edges-{os.getpid()}"
+    for backend in (f"{url}/one.bin", f"plfs+{url}/two.bin"):
+        if world.size > 1:
+            with pytest.raises(io.UnsupportedOperation, match="live in one process"):
+                File.Open(world, backend, MPI.MODE_WRONLY | MPI.MODE_CREATE)
+        f = File.Open(MPI.COMM_SELF, backend, MPI.MODE_WRONLY | MPI.MODE_CREATE)
+        try:
+            f.Write_at(0, b"alone")
+        finally:
+            f.Close()
+        assert hpcbridge.open(backend, "rb").read() == b"alone"
