@@ -47,15 +47,20 @@ def mounted(url, options=()):
             os.rmdir(mountpoint)
 
 
-@pytest.fixture(scope="module")
-def plfs_posix_mount():
-    """PLFS on POSIX, mounted for the module."""
+def _mounted_on_posix(prefix: str):
+    """A fresh local directory mounted as ``prefix + file://...`` (removed after)."""
     _skip_without_fuse()
     backing = tempfile.mkdtemp(prefix="hpcbridge-mnt-back-")
     try:
-        yield from mounted(f"plfs+file://{backing}")
+        yield from mounted(f"{prefix}file://{backing}")
     finally:
         shutil.rmtree(backing, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def plfs_posix_mount():
+    """PLFS on POSIX, mounted for the module."""
+    yield from _mounted_on_posix("plfs+")
 
 
 def _mounted_on_hdfs(hdfs_cluster, prefix: str):
@@ -103,9 +108,4 @@ def workdir(plfs_mount):
 @pytest.fixture(scope="module")
 def file_posix_mount():
     """A plain local directory (``file://``, no PLFS), mounted for the module."""
-    _skip_without_fuse()
-    backing = tempfile.mkdtemp(prefix="hpcbridge-mnt-back-")
-    try:
-        yield from mounted(f"file://{backing}")
-    finally:
-        shutil.rmtree(backing, ignore_errors=True)
+    yield from _mounted_on_posix("")
