@@ -30,7 +30,7 @@ from ..fs.types import BlockLocation, Capabilities, FileInfo, FileType
 from ..fs.url import URL, format_url, normalize_path, parse_url
 from .container import Container
 from .format import MARKER
-from .reader import VERIFY_MODES, PlfsReader, load_index
+from .reader import VERIFY_MODES, PlfsReader, index_version, load_index
 from .writer import PlfsWriter, advance_sequence
 
 __all__ = ["PlfsFileSystem", "split_volumes"]
@@ -291,6 +291,21 @@ class PlfsFileSystem(FileSystem):
                         backing_info.mtime, backing_info.mode,
                         backing_info.owner, backing_info.group, backing_info.uid, backing_info.gid,
                         backing_info.replication, backing_info.block_size)
+
+    def version(self, path) -> tuple:
+        """Size and mtime, and for a logical file what every write changes: the container's id,
+        its index logs and metadata records by path and size.
+
+        A container's mtime is its directory's, which changes only when an entry directly in it
+        does. A rewrite in place (an ``r+`` open or ``dd conv=notrunc`` through the mount, a
+        second writer of the same container) adds its logs to host subdirectories that exist
+        already, so size and mtime stay as they were while the bytes change: caches keyed by them
+        (``describe``'s chunk index and addresses) then answered with the old file's layout."""
+        info = self.info(path)
+        if not info.is_file:
+            return (info.size, info.mtime)
+        container = self.container(path)
+        return (info.size, info.mtime, index_version(container, container.index_logs(sizes=True)))
 
     def _type(self, path: str) -> str:
         # What _info decides, without the size (metadata records, or every index log while a

@@ -59,7 +59,7 @@ class PlfsCorruptionWarning(UserWarning):
     persisted flattened index that was ignored because it failed its checks."""
 
 
-def _cache_key(container: Container, logs) -> tuple:
+def index_version(container: Container, logs) -> tuple:
     """What the cached index of ``container`` depends on: which container it is (the marker's
     id: one removed and made again at the same path, by writers of the same ids, can have logs
     of the same sizes), its index logs (``index_logs(sizes=True)``) and metadata records, by path
@@ -90,7 +90,7 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     logs = container.index_logs(sizes=True)
     key = None
     if comm is None or comm.size == 1:
-        key = _cache_key(container, logs)
+        key = index_version(container, logs)
         with _cache_lock:
             if key in _CACHE:
                 _CACHE.move_to_end(key)

@@ -23,6 +23,7 @@ from hpcbridge.fs.transfer import copy_file  # noqa: E402
 from hpcbridge.hdf5 import (ChecksumError, DatasetNotFoundError, NotHDF5Error, UnsupportedFilterError,  # noqa: E402
                             describe, fletcher32)
 from hpcbridge.hdf5 import dataset as h5ds  # noqa: E402
+from hpcbridge.plfs.writer import advance_sequence  # noqa: E402
 
 RNG = np.random.default_rng(13)
 
@@ -364,3 +365,44 @@ def test_hypothesis_shapes_chunks_slices(tmp_path, case):
     arr = hd.read_hdf5(f"file://{path}", "d", chunks=dask_chunks)
     np.testing.assert_array_equal(arr[sl].compute(scheduler="sync"), data[sl])
     assert int(arr.sum().compute(scheduler="sync")) == int(data.astype(np.int64).sum())
+
+
+def _same_size_files(directory):
+    """Two HDF5 files of the same size whose datasets ``x`` and ``y`` sit at each other's
+    addresses (made in the other order), with different values."""
+    paths = []
+    for order, base in ((("x", "y"), 0), (("y", "x"), 7)):
+        path = os.path.join(directory, f"{''.join(order)}.h5")
+        with h5py.File(path, "w") as f:
+            for name in order:
+                f.create_dataset(name, data=np.arange(5000.0) + base + 1e5 * (name == "y"))
+        paths.append(path)
+    assert os.path.getsize(paths[0]) == os.path.getsize(paths[1])
+    return paths
+
+
+def test_plfs_file_rewritten_in_place_is_read_anew(tmp_path):
+    """A PLFS logical file rewritten in place with the same size (another writer joining the
+    container, as ``dd conv=notrunc`` or an ``r+`` open through the mount) keeps its size and
+    its container directory's mtime: read_hdf5 must not answer from the first version's
+    addresses. Oracle: h5py on the bytes written last."""
+    (tmp_path / "src").mkdir()
+    paths = _same_size_files(str(tmp_path / "src"))
+    # One host subdirectory: every writer after the first adds its logs there, so nothing
+    # directly in the container directory (its mtime) changes with a rewrite.
+    fs, path = hpcbridge.url_to_fs(f"plfs+file://{tmp_path}/c.h5", writers_hint=1)
+    for i in range(4):
+        source = paths[i % 2]
+        if i == 0:
+            with fs.open(path, "wb") as f:
+                f.write(open(source, "rb").read())
+        else:  # what the mount does for an open without O_TRUNC: one more writer of the container
+            advance_sequence(fs.container(path).max_sequence())
+            writer = fs.new_writer(fs.container(path))
+            writer.write(open(source, "rb").read(), 0)
+            writer.close()
+        with h5py.File(source, "r") as f:
+            want = {name: f[name][()] for name in ("x", "y")}
+        for name in ("x", "y"):
+            got = hd.read_hdf5(f"plfs+file://{tmp_path}/c.h5", name, storage_options={"writers_hint": 1})
+            np.testing.assert_array_equal(got.compute(scheduler="sync"), want[name], err_msg=f"rewrite {i}, {name}")
