@@ -226,3 +226,39 @@ def test_arrow_calls_as_pyarrows_local(tmp_path, name):
     if local[0] == "OSError" and ours[0] in ("IsADirectoryError", "NotADirectoryError"):
         ours = ("OSError", ours[1])  # Arrow's own errors are plain OSError; ours say which
     assert ours == local
+
+
+ARROW_DELETES = {
+    "delete_dir of a glob": lambda fs, r: fs.delete_dir(f"{r}/d*"),
+    "delete_dir of a name with brackets": lambda fs, r: fs.delete_dir(f"{r}/q[1]"),
+    "delete_file of a glob": lambda fs, r: fs.delete_file(f"{r}/a?"),
+    "delete_file of a name with brackets": lambda fs, r: fs.delete_file(f"{r}/x[1].txt"),
+    "delete_file of a directory": lambda fs, r: fs.delete_file(f"{r}/q[1]"),
+    "delete_dir_contents with brackets inside": lambda fs, r: fs.delete_dir_contents(f"{r}/e"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARROW_DELETES))
+def test_arrow_deletes_take_paths_literally_as_pyarrows_local(tmp_path, name):
+    """Oracle: pyarrow's LocalFileSystem. FSSpecHandler deleted through fsspec's rm, which expands
+    globs: delete_dir("d*") removed d1 and d2, delete_file("a?") a1, a2 and "a?", and
+    delete_dir_contents left "[x]" behind (the glob "[x]" removed "x" instead)."""
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    results = []
+    for kind in ("local", "ours"):
+        root = tmp_path / kind
+        for name_ in ("a1", "a2", "a?", "x[1].txt", "d1/x", "d2/x", "e/[x]", "e/x", "q[1]/y"):
+            (root / name_).parent.mkdir(parents=True, exist_ok=True)
+            (root / name_).write_bytes(name_.encode())
+        fs, path = (pafs.LocalFileSystem(), str(root)) if kind == "local" else \
+            hpcbridge.arrow.filesystem_and_path(f"file://{root}")
+        try:
+            ARROW_DELETES[name](fs, path)
+            outcome = "ok"
+        except OSError as exc:
+            outcome = type(exc).__name__
+        results.append((outcome, _tree(root)))
+    assert results[1] == results[0]
