@@ -156,8 +156,18 @@ def _handler():
                         raise kind(code, f"{os.strerror(code)} (a file)", path)
 
             atexit.register(_wait_for_native_releases)
+            # Pickled by reference (Dask workers, multiprocessing get the file system):
+            # the name resolves through the module's __getattr__, defining it there too.
+            _TrackingHandler.__qualname__ = "_TrackingHandler"
             _handler_class = _TrackingHandler
         return _handler_class
+
+
+def __getattr__(name):
+    """``_TrackingHandler``, the handler class, defined on first use (pickle finds it here)."""
+    if name == "_TrackingHandler":
+        return _handler()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def filesystem_and_path(url, **options):

@@ -262,3 +262,23 @@ def test_arrow_deletes_take_paths_literally_as_pyarrows_local(tmp_path, name):
             outcome = type(exc).__name__
         results.append((outcome, _tree(root)))
     assert results[1] == results[0]
+
+
+def test_arrow_file_system_pickles_as_pyarrows_local(tmp_path):
+    """Oracle: pyarrow's LocalFileSystem pickles; ours failed ("Can't pickle local object
+    _handler.<locals>._TrackingHandler"). Loaded in a fresh interpreter, it reads the file."""
+    import subprocess
+    import sys
+
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    (tmp_path / "a.txt").write_bytes(b"abc")
+    fs, path = hpcbridge.arrow.filesystem_and_path(f"file://{tmp_path}")
+    for theirs in (pafs.LocalFileSystem(), fs):
+        assert pickle.loads(pickle.dumps(theirs)).get_file_info(f"{path}/a.txt").size == 3
+    code = ("import pickle, sys; fs = pickle.loads(sys.stdin.buffer.read()); "
+            f"f = fs.open_input_file({path + '/a.txt'!r}); print(f.read().decode())")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(fs), capture_output=True, check=True)
+    assert out.stdout.strip() == b"abc"
