@@ -282,3 +282,26 @@ def test_arrow_file_system_pickles_as_pyarrows_local(tmp_path):
             f"f = fs.open_input_file({path + '/a.txt'!r}); print(f.read().decode())")
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(fs), capture_output=True, check=True)
     assert out.stdout.strip() == b"abc"
+
+
+def test_fsspec_relative_paths_never_reach_another_file(tmp_path, monkeypatch):
+    """Oracle: fsspec's local file system reads a relative path (and file://data/x) from the
+    working directory. hpcbridge refuses relative paths (docs/file-api.md); the fsspec adapter
+    read them from the root instead ("x" as "/x", file://data/x as "/x"): another file."""
+    from hpcbridge.errors import InvalidURLError
+
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    target = tmp_path / "target.txt"  # what the root-relative reading reached
+    target.write_bytes(b"other file")
+    cwd = tmp_path / "cwd"
+    for rel in (str(target).lstrip("/"), "data" + str(target)):
+        (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / rel).write_bytes(b"the relative path")
+    monkeypatch.chdir(cwd)
+    for path in (str(target).lstrip("/"), f"file://data{target}", f"hpcbridge+file://data{target}"):
+        if not path.startswith("hpcbridge+"):
+            assert local.cat_file(path) == b"the relative path"
+        with pytest.raises(InvalidURLError):
+            ours.cat_file(path)
+    assert ours.ls("") == ours.ls("/")  # "" is fsspec's root, as before

@@ -23,6 +23,7 @@ import sys
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import stringify_path
 
+from ..errors import InvalidURLError
 from .base import FileSystem
 from .native_exit import wait_at_exit
 from .registry import backend_class
@@ -64,15 +65,22 @@ class HpcbridgeFSSpec(AbstractFileSystem):
     def _strip_protocol(cls, path):
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        path = stringify_path(path)
+        path = raw = stringify_path(path)
         for prefix in (f"{PREFIX}{cls.scheme}://", f"{cls.scheme}://"):
             if path.startswith(prefix):
                 rest = path[len(prefix):]
-                path = rest[rest.find("/"):] if "/" in rest else "/"
+                netloc, path = (rest[:rest.find("/")], rest[rest.find("/"):]) if "/" in rest else (rest, "/")
+                if cls.scheme == "file" and netloc not in ("", "localhost"):
+                    # fsspec's local file system reads file://data/x as the relative path
+                    # data/x; taking "/x" instead (the host dropped) reached another file.
+                    raise InvalidURLError(f"{raw!r}: file:// URLs address this machine only "
+                                          f"(host {netloc!r} given); use {prefix}/absolute/path")
                 break
-        if not path.startswith("/"):
-            path = "/" + path
-        return normalize_path(path)
+        if path == "":
+            path = cls.root_marker  # fsspec's own name for the root (ls(""))
+        # A relative path is refused, as the hpcbridge API refuses it (docs/file-api.md): it
+        # was taken from the root ("x.txt" was "/x.txt", not the working directory's).
+        return normalize_path(path, raw)
 
     @staticmethod
     def _get_kwargs_from_urls(path):
