@@ -305,3 +305,22 @@ def test_fsspec_relative_paths_never_reach_another_file(tmp_path, monkeypatch):
         with pytest.raises(InvalidURLError):
             ours.cat_file(path)
     assert ours.ls("") == ours.ls("/")  # "" is fsspec's root, as before
+
+
+@pytest.mark.timeout(10)  # put_file of a file onto itself never ended
+@pytest.mark.parametrize("call", ["get_file", "put_file", "get", "put"])
+@pytest.mark.parametrize("spelling", ["{}/a.txt", "{}/d/../a.txt", "{}/link.txt"])
+def test_fsspec_transfer_of_a_file_onto_itself_as_fsspecs_local(tmp_path, call, spelling):
+    """Oracle: fsspec's local file system raises shutil.SameFileError and keeps the file;
+    fsspec's generic get_file truncated it (the target is opened first) and put_file looped."""
+    import shutil
+
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    for fs, root in ((local, tmp_path / "local"), (ours, tmp_path / "ours")):
+        (root / "d").mkdir(parents=True)
+        (root / "a.txt").write_bytes(b"data")
+        (root / "link.txt").symlink_to(root / "a.txt")
+        with pytest.raises(shutil.SameFileError):
+            getattr(fs, call)(f"{root}/a.txt", spelling.format(root))
+        assert (root / "a.txt").read_bytes() == b"data"
