@@ -122,13 +122,30 @@ def _handler():
 
                 # As pyarrow's LocalFileSystem: FSSpecHandler's fsspec calls would remove a file
                 # asked to be deleted as a directory, and accept a directory made over a file.
+                # Arrow's paths are literal, but FSSpecHandler deletes through fsspec's rm, which
+                # expands globs: delete_dir("d*") removed every directory starting with "d", and
+                # an entry named "[x]" was left behind by delete_dir_contents (another entry,
+                # "x", removed in its place). So deletions go to the backend, path as given.
                 def delete_dir(self, path):
                     self._refuse_file(path, NotADirectoryError, errno.ENOTDIR)
-                    super().delete_dir(path)
+                    self.fs.backend.rm(self.fs._strip_protocol(path), recursive=True)
 
                 def delete_dir_contents(self, path, missing_dir_ok=False):
                     self._refuse_file(path, NotADirectoryError, errno.ENOTDIR)
-                    super().delete_dir_contents(path, missing_dir_ok)
+                    super().delete_dir_contents(path, missing_dir_ok)  # refuses the root
+
+                def _delete_dir_contents(self, path, missing_dir_ok):
+                    try:
+                        entries = self.fs.backend.ls(self.fs._strip_protocol(path), detail=True)
+                    except FileNotFoundError:
+                        if missing_dir_ok:
+                            return
+                        raise
+                    for entry in entries:
+                        self.fs.backend.rm(entry.path, recursive=entry.is_dir)
+
+                def delete_file(self, path):
+                    self.fs.rm_file(path)  # a directory: IsADirectoryError, as LocalFileSystem says
 
                 def create_dir(self, path, recursive):
                     self._refuse_file(path, FileExistsError, errno.EEXIST)
@@ -139,8 +156,18 @@ def _handler():
                         raise kind(code, f"{os.strerror(code)} (a file)", path)
 
             atexit.register(_wait_for_native_releases)
+            # Pickled by reference (Dask workers, multiprocessing get the file system):
+            # the name resolves through the module's __getattr__, defining it there too.
+            _TrackingHandler.__qualname__ = "_TrackingHandler"
             _handler_class = _TrackingHandler
         return _handler_class
+
+
+def __getattr__(name):
+    """``_TrackingHandler``, the handler class, defined on first use (pickle finds it here)."""
+    if name == "_TrackingHandler":
+        return _handler()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def filesystem_and_path(url, **options):

@@ -226,3 +226,101 @@ def test_arrow_calls_as_pyarrows_local(tmp_path, name):
     if local[0] == "OSError" and ours[0] in ("IsADirectoryError", "NotADirectoryError"):
         ours = ("OSError", ours[1])  # Arrow's own errors are plain OSError; ours say which
     assert ours == local
+
+
+ARROW_DELETES = {
+    "delete_dir of a glob": lambda fs, r: fs.delete_dir(f"{r}/d*"),
+    "delete_dir of a name with brackets": lambda fs, r: fs.delete_dir(f"{r}/q[1]"),
+    "delete_file of a glob": lambda fs, r: fs.delete_file(f"{r}/a?"),
+    "delete_file of a name with brackets": lambda fs, r: fs.delete_file(f"{r}/x[1].txt"),
+    "delete_file of a directory": lambda fs, r: fs.delete_file(f"{r}/q[1]"),
+    "delete_dir_contents with brackets inside": lambda fs, r: fs.delete_dir_contents(f"{r}/e"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARROW_DELETES))
+def test_arrow_deletes_take_paths_literally_as_pyarrows_local(tmp_path, name):
+    """Oracle: pyarrow's LocalFileSystem. FSSpecHandler deleted through fsspec's rm, which expands
+    globs: delete_dir("d*") removed d1 and d2, delete_file("a?") a1, a2 and "a?", and
+    delete_dir_contents left "[x]" behind (the glob "[x]" removed "x" instead)."""
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    results = []
+    for kind in ("local", "ours"):
+        root = tmp_path / kind
+        for name_ in ("a1", "a2", "a?", "x[1].txt", "d1/x", "d2/x", "e/[x]", "e/x", "q[1]/y"):
+            (root / name_).parent.mkdir(parents=True, exist_ok=True)
+            (root / name_).write_bytes(name_.encode())
+        fs, path = (pafs.LocalFileSystem(), str(root)) if kind == "local" else \
+            hpcbridge.arrow.filesystem_and_path(f"file://{root}")
+        try:
+            ARROW_DELETES[name](fs, path)
+            outcome = "ok"
+        except OSError as exc:
+            outcome = type(exc).__name__
+        results.append((outcome, _tree(root)))
+    assert results[1] == results[0]
+
+
+def test_arrow_file_system_pickles_as_pyarrows_local(tmp_path):
+    """Oracle: pyarrow's LocalFileSystem pickles; ours failed ("Can't pickle local object
+    _handler.<locals>._TrackingHandler"). Loaded in a fresh interpreter, it reads the file."""
+    import subprocess
+    import sys
+
+    import pyarrow.fs as pafs
+
+    import hpcbridge.arrow
+
+    (tmp_path / "a.txt").write_bytes(b"abc")
+    fs, path = hpcbridge.arrow.filesystem_and_path(f"file://{tmp_path}")
+    for theirs in (pafs.LocalFileSystem(), fs):
+        assert pickle.loads(pickle.dumps(theirs)).get_file_info(f"{path}/a.txt").size == 3
+    code = ("import pickle, sys; fs = pickle.loads(sys.stdin.buffer.read()); "
+            f"f = fs.open_input_file({path + '/a.txt'!r}); print(f.read().decode())")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(fs), capture_output=True, check=True)
+    assert out.stdout.strip() == b"abc"
+
+
+def test_fsspec_relative_paths_never_reach_another_file(tmp_path, monkeypatch):
+    """Oracle: fsspec's local file system reads a relative path (and file://data/x) from the
+    working directory. hpcbridge refuses relative paths (docs/file-api.md); the fsspec adapter
+    read them from the root instead ("x" as "/x", file://data/x as "/x"): another file."""
+    from hpcbridge.errors import InvalidURLError
+
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    target = tmp_path / "target.txt"  # what the root-relative reading reached
+    target.write_bytes(b"other file")
+    cwd = tmp_path / "cwd"
+    for rel in (str(target).lstrip("/"), "data" + str(target)):
+        (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / rel).write_bytes(b"the relative path")
+    monkeypatch.chdir(cwd)
+    for path in (str(target).lstrip("/"), f"file://data{target}", f"hpcbridge+file://data{target}"):
+        if not path.startswith("hpcbridge+"):
+            assert local.cat_file(path) == b"the relative path"
+        with pytest.raises(InvalidURLError):
+            ours.cat_file(path)
+    assert ours.ls("") == ours.ls("/")  # "" is fsspec's root, as before
+
+
+@pytest.mark.timeout(10)  # put_file of a file onto itself never ended
+@pytest.mark.parametrize("call", ["get_file", "put_file", "get", "put"])
+@pytest.mark.parametrize("spelling", ["{}/a.txt", "{}/d/../a.txt", "{}/link.txt"])
+def test_fsspec_transfer_of_a_file_onto_itself_as_fsspecs_local(tmp_path, call, spelling):
+    """Oracle: fsspec's local file system raises shutil.SameFileError and keeps the file;
+    fsspec's generic get_file truncated it (the target is opened first) and put_file looped."""
+    import shutil
+
+    ours = fsspec.filesystem("hpcbridge+file", skip_instance_cache=True)
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    for fs, root in ((local, tmp_path / "local"), (ours, tmp_path / "ours")):
+        (root / "d").mkdir(parents=True)
+        (root / "a.txt").write_bytes(b"data")
+        (root / "link.txt").symlink_to(root / "a.txt")
+        with pytest.raises(shutil.SameFileError):
+            getattr(fs, call)(f"{root}/a.txt", spelling.format(root))
+        assert (root / "a.txt").read_bytes() == b"data"

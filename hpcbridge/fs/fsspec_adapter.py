@@ -17,12 +17,15 @@ from __future__ import annotations
 import datetime
 import errno
 import io
+import os
 import posixpath
+import shutil
 import sys
 
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import stringify_path
 
+from ..errors import InvalidURLError
 from .base import FileSystem
 from .native_exit import wait_at_exit
 from .registry import backend_class
@@ -64,15 +67,22 @@ class HpcbridgeFSSpec(AbstractFileSystem):
     def _strip_protocol(cls, path):
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        path = stringify_path(path)
+        path = raw = stringify_path(path)
         for prefix in (f"{PREFIX}{cls.scheme}://", f"{cls.scheme}://"):
             if path.startswith(prefix):
                 rest = path[len(prefix):]
-                path = rest[rest.find("/"):] if "/" in rest else "/"
+                netloc, path = (rest[:rest.find("/")], rest[rest.find("/"):]) if "/" in rest else (rest, "/")
+                if cls.scheme == "file" and netloc not in ("", "localhost"):
+                    # fsspec's local file system reads file://data/x as the relative path
+                    # data/x; taking "/x" instead (the host dropped) reached another file.
+                    raise InvalidURLError(f"{raw!r}: file:// URLs address this machine only "
+                                          f"(host {netloc!r} given); use {prefix}/absolute/path")
                 break
-        if not path.startswith("/"):
-            path = "/" + path
-        return normalize_path(path)
+        if path == "":
+            path = cls.root_marker  # fsspec's own name for the root (ls(""))
+        # A relative path is refused, as the hpcbridge API refuses it (docs/file-api.md): it
+        # was taken from the root ("x.txt" was "/x.txt", not the working directory's).
+        return normalize_path(path, raw)
 
     @staticmethod
     def _get_kwargs_from_urls(path):
@@ -153,9 +163,35 @@ class HpcbridgeFSSpec(AbstractFileSystem):
             self._make_parent(path)
             self.backend.write_bytes(path, b"")
         else:
-            import os
-
             os.utime(self.backend.local_path(path))
+
+    # -- transfers with the local file system ---------------------------------------------------
+    def get_file(self, rpath, lpath, *args, **kwargs):
+        """Copy one file to the local path ``lpath`` (a file onto itself: ``shutil.SameFileError``)."""
+        self._refuse_same_file(rpath, lpath)
+        return super().get_file(rpath, lpath, *args, **kwargs)
+
+    def put_file(self, lpath, rpath, *args, **kwargs):
+        """Copy the local file ``lpath`` to ``rpath`` (a file onto itself: ``shutil.SameFileError``)."""
+        self._refuse_same_file(rpath, lpath)
+        return super().put_file(lpath, rpath, *args, **kwargs)
+
+    def _refuse_same_file(self, rpath, lpath) -> None:
+        """Refuse a transfer between a local path and the same file of a locally mounted backend,
+        as fsspec's local file system does: fsspec's generic get_file/put_file open the target
+        for writing first, so the file was truncated (get) or the copy never ended (put)."""
+        if not isinstance(lpath, (str, os.PathLike)):
+            return  # a file object
+        try:
+            local = self.backend.local_path(self._strip_protocol(rpath))
+        except io.UnsupportedOperation:
+            return  # not a local mount: no local path is the same file
+        try:
+            same = os.path.samefile(local, lpath) and not os.path.isdir(local)
+        except OSError:  # one of them missing
+            return
+        if same:
+            raise shutil.SameFileError(f"{self.backend.url(local)!r} and {os.fspath(lpath)!r} are the same file")
 
     # -- namespace ----------------------------------------------------------------------------
     def mkdir(self, path, create_parents=True, **kwargs):
