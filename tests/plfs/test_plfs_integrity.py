@@ -290,6 +290,35 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
 
 
+@pytest.mark.parametrize("chunk", [None, 100, 3000], ids=["whole", "100-byte-reads", "3000-byte-reads"])
+@pytest.mark.parametrize("flip", [10, 700], ids=["before-the-overwrite", "after-it"])
+def test_a_flipped_byte_of_a_partly_overwritten_record_is_an_error(tmp_path, chunk, flip):
+    # A later write hides part of a record, so no read ever fetches the record whole: its
+    # visible bytes must still be checked (reading the file front to back checks everything).
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    with hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True) as f:
+        f.pwrite(b"x" * 1000, 0)
+        f.flush()  # two records: the second hides bytes 500..600 of the first
+        f.pwrite(b"y" * 100, 500)
+    (fs_, log), = [fs.container(path).data_log(w) for w, *_ in fs.container(path).index_logs()]
+    with open(log, "r+b") as raw:
+        raw.seek(flip)
+        raw.write(b"Z")
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt data: file://{log} bytes 0..1000 "):
+        if chunk is None:
+            fs.read_bytes(path)
+        else:
+            with fs.open(path, buffering=0) as handle:
+                while handle.read(chunk):
+                    pass
+    with pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        data = hpcbridge.connect("plfs+file:///", on_corruption="skip").read_bytes(path)
+    assert data == bytes(500) + b"y" * 100 + bytes(400)
+    with pytest.raises(reference.CorruptData):  # the independent reader agrees
+        reference.read_logical(path)
+
+
 @pytest.mark.parametrize("threads", ["pool", "shared", "calling"])
 @pytest.mark.parametrize("group", [3000, 4000, 9000, 1 << 20])
 def test_large_reads_check_in_groups_that_cut_records_and_pieces(tmp_path, monkeypatch, group, threads):
@@ -826,3 +855,4 @@ def test_a_flat_index_is_stale_once_a_close_changes_which_records_count(tmp_path
     w.close()
     reader._CACHE.clear()
     assert hpcbridge.plfs.open(url).read() == b"B" * 100
+
