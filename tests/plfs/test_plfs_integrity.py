@@ -856,3 +856,28 @@ def test_a_flat_index_is_stale_once_a_close_changes_which_records_count(tmp_path
     reader._CACHE.clear()
     assert hpcbridge.plfs.open(url).read() == b"B" * 100
 
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+def test_a_closed_writer_whose_metadata_record_is_lost_is_reported_and_recovered(tmp_path, capsys, damage):
+    # Without its record a closed writer is neither closed nor open: a cut index log would go
+    # unnoticed and the file's size (from the records) is understated. check says so, and
+    # recover gives the writer a record counting what its log holds.
+    fs = plfs()
+    path, url = f"{tmp_path}/ck", f"plfs+file://{tmp_path}/ck"
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"a" * 100, 0)
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"b" * 100, 1000)
+        lost = f.writer_id
+    record = f"{path}/meta/w.{lost:08x}.json"
+    os.unlink(record) if damage == "deleted" else open(record, "w").write("{garbage")
+    expected = bytes(b"a" * 100 + bytes(900) + b"b" * 100)
+    assert fs.read_bytes(path) == expected
+    capsys.readouterr()
+    assert main(["plfs", "check", "--json", url]) == 1
+    (problem,) = json.loads(capsys.readouterr().out)["problems"]
+    assert f"index.{lost:08x}: writer {lost:08x} has neither a metadata record nor an open record" in problem
+    assert main(["plfs", "recover", url]) == 0
+    assert f"{lost:08x}" in capsys.readouterr().out
+    assert main(["plfs", "check", url]) == 0
+    assert fs.info(path).size == len(expected) and fs.read_bytes(path) == expected
