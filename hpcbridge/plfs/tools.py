@@ -4,6 +4,7 @@ commands). Each action is one function returning a JSON-able dict or list."""
 from __future__ import annotations
 
 import json
+import secrets
 
 import numpy as np
 
@@ -54,11 +55,24 @@ def flatten(container: Container) -> dict:
     sources = _sources(container)
     index, _ = load_index(container, "raise")
     data = encode_records(_flat_records(index))
-    fs = container.fs
-    fs.write_bytes(f"{container.path}/{FLAT_INDEX}", data)
     meta = {"version": 2, "sources": sources, "records": index.records, "checks": len(index.checks),
             "size": index.size, "crc32c": data_crc(data)}
-    fs.write_bytes(f"{container.path}/{FLAT_META}", json.dumps(meta).encode())
+    # Both files are written whole under other names first, and flat.json is removed before
+    # flat.index is replaced and put back last: a flatten killed at any point leaves the old
+    # pair, no flat.json (no flattened index), or the new pair, never a torn file that every
+    # read and check would report as damage.
+    fs, base = container.fs, container.path
+    token = secrets.token_hex(6)
+    partial = {name: f"{base}/.{name}.partial-{token}" for name in (FLAT_INDEX, FLAT_META)}
+    fs.write_bytes(partial[FLAT_INDEX], data)
+    fs.write_bytes(partial[FLAT_META], json.dumps(meta).encode())
+    for name in (FLAT_META, FLAT_INDEX):
+        try:
+            fs.rm(f"{base}/{name}")  # (HDFS renames do not replace)
+        except FileNotFoundError:
+            pass
+    fs.rename(partial[FLAT_INDEX], f"{base}/{FLAT_INDEX}")
+    fs.rename(partial[FLAT_META], f"{base}/{FLAT_META}")
     return meta
 
 

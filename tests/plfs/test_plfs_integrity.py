@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ import hpcbridge.plfs
 from hpcbridge.cli.main import main
 from hpcbridge.plfs.container import MissingVolumesError, PlfsCorruptionError
 from hpcbridge.plfs.format import RECORD_SIZE, decode_records, encode_records
+from hpcbridge.plfs import reader, tools
 from hpcbridge.plfs.reader import PlfsCorruptionWarning
 from hpcbridge.plfs.tools import FLAT_INDEX, FLAT_META
 
@@ -881,3 +883,40 @@ def test_a_closed_writer_whose_metadata_record_is_lost_is_reported_and_recovered
     assert f"{lost:08x}" in capsys.readouterr().out
     assert main(["plfs", "check", url]) == 0
     assert fs.info(path).size == len(expected) and fs.read_bytes(path) == expected
+
+
+def test_a_flatten_killed_while_writing_leaves_no_damaged_flat_index(tmp_path, capsys, monkeypatch):
+    # Flatten replaces flat.index and flat.json: a flatten killed half way through writing them
+    # must leave the old pair, or none, never a torn one (reported as damage at every read).
+    fs = plfs()
+    path, url = f"{tmp_path}/ck", f"plfs+file://{tmp_path}/ck"
+    with fs.open(path, "wb") as f:
+        f.pwrite(b"a" * 1000, 0)
+    assert main(["plfs", "flatten", url]) == 0
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"b" * 100, 500)  # the flat index is stale now
+    container = fs.container(path)
+    write_bytes = type(container.fs).write_bytes
+    for crash_at in range(1, 3):
+        calls = []
+
+        def killed_midway(self, target, data, calls=calls, crash_at=crash_at):
+            calls.append(target)
+            if len(calls) == crash_at:
+                with open(target, "wb") as raw:
+                    raw.write(bytes(data)[:len(data) // 2])
+                raise KeyboardInterrupt  # the process dies here
+            return write_bytes(self, target, data)
+
+        monkeypatch.setattr(type(container.fs), "write_bytes", killed_midway)
+        with pytest.raises(KeyboardInterrupt):
+            tools.flatten(container)
+        monkeypatch.undo()
+        reader._CACHE.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PlfsCorruptionWarning)
+            assert fs.read_bytes(path) == b"a" * 500 + b"b" * 100 + b"a" * 400
+        capsys.readouterr()
+        assert main(["plfs", "check", "--json", url]) == 0, capsys.readouterr().out
+    assert main(["plfs", "flatten", url]) == 0
+    assert fs.read_bytes(path) == b"a" * 500 + b"b" * 100 + b"a" * 400
