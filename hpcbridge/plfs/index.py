@@ -260,6 +260,7 @@ class GlobalIndex:
         # than a dozen numpy calls on tiny arrays.
         self._rows = None
         self._hint = 0  # row of the last piece found (piece_of tries it first)
+        self._shadowed = None  # shadowed_rows(), computed at its first call
         if len(self.runs["logical"]) <= 64:
             self._rows = list(zip(*(self.runs[k].tolist() for k in
                                     ("logical", "length", "physical", "stride", "count", "writer"))))
@@ -269,6 +270,47 @@ class GlobalIndex:
         self._lanes = self._find_lanes()
         #: The same per run as an array, for :meth:`lookup` (None beyond 64 runs: not computed).
         self._record_of_run = None if self._rows is None else np.array(self._records, dtype=np.int64)
+
+    def shadowed_rows(self) -> np.ndarray:
+        """Rows of :attr:`checks` whose record later writes hid in part (not whole): reads never fetch such
+        a record whole (its hidden bytes are in no run), so they cannot check it on the way and
+        must fetch it to check it. Computed once per index (none in a file without overwrites).
+
+        A writer's runs cover disjoint physical ranges of its log (each byte of the log is one
+        byte of one piece), so a record is whole in the runs when the runs cover as many bytes
+        of its range as it has."""
+        if self._shadowed is None:
+            table, runs = self.checks.table, self.runs
+            hidden = np.zeros(len(table), dtype=bool)
+            span = (runs["length"] * runs["count"]).astype(np.int64)
+            # Only writers whose runs show fewer bytes than their records hold (none in a file
+            # without overwrites) need a closer look.
+            writers, which = np.unique(table["writer"], return_inverse=True)
+            held = np.bincount(which, weights=(table["end"] - table["start"]).astype(np.float64),
+                               minlength=len(writers))
+            shown = np.zeros(len(writers))
+            known = np.isin(runs["writer"], writers)
+            np.add.at(shown, np.searchsorted(writers, runs["writer"][known]), span[known].astype(np.float64))
+            for writer in writers[shown != held].tolist():
+                mine = runs["writer"] == writer
+                if not mine.any():
+                    continue  # every byte of this writer hidden: no read touches its records
+                starts = runs["physical"][mine].astype(np.int64)
+                order = np.argsort(starts)
+                starts, lengths = starts[order], span[mine][order]
+                before = np.concatenate(([0], np.cumsum(lengths)))  # bytes covered below each run
+
+                def covered(x, starts=starts, lengths=lengths, before=before):
+                    j = np.searchsorted(starts, x, side="right") - 1
+                    inside = np.where(j >= 0, np.minimum(x - starts[np.maximum(j, 0)], lengths[np.maximum(j, 0)]), 0)
+                    return np.where(j >= 0, before[np.maximum(j, 0)] + inside, 0)
+
+                rows = np.flatnonzero(table["writer"] == writer)
+                lo, hi = (table[k][rows].astype(np.int64) for k in ("start", "end"))
+                visible = covered(hi) - covered(lo)
+                hidden[rows] = (visible > 0) & (visible < hi - lo)  # a record no read touches needs no check
+            self._shadowed = np.flatnonzero(hidden)
+        return self._shadowed
 
     def piece_of(self, start: int, end: int) -> tuple[int, int, int] | None:
         """``(physical, writer, record)`` when one piece holds all of ``[start, end)`` (a read

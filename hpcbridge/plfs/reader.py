@@ -416,6 +416,14 @@ class PlfsReader:
         self.verify = verify if len(index.checks) else "never"
         self.on_corruption = on_corruption
         self._verified = bytearray(len(index.checks))  # by row of the checks table: 1 once verified
+        # Records part of which later writes hid: no read fetches them whole, so "auto" fetches
+        # each whole once a read touches it (by row: 1 for such a record).
+        shadowed = index.shadowed_rows() if self.verify == "auto" else ()
+        self._shadowed = None
+        if len(shadowed):
+            self._shadowed = bytearray(len(index.checks))
+            for row in shadowed.tolist():
+                self._shadowed[row] = 1
         self._bad: dict[int, list[tuple[int, int]]] = {}  # writer: physical ranges read as zeros (skip)
         # (writer, physical offset the next read must start at): (start, end, crc expected, row,
         # CRC so far) of a record summed that far
@@ -580,6 +588,8 @@ class PlfsReader:
                 # no holes to zero, one run, one buffer.
                 physical, writer, record = piece
                 part = view if len(view) == n else view[:n]
+                if self._shadowed is not None:
+                    self._verify_touched([_Run(writer, physical, n, [])], self._shadowed)
                 self._read_piece(writer, physical, part)
                 if self.verify == "auto":
                     if record < 0:
@@ -599,6 +609,8 @@ class PlfsReader:
             runs = self._plan(view, offset, end)
         if self.verify == "always":
             self._verify_touched(runs)
+        elif self._shadowed is not None:
+            self._verify_touched(runs, self._shadowed)
         if n <= self.SMALL_READ or len(runs) <= 1:  # (no run: a read that is all hole, zeroed above)
             for run in runs:
                 # Through the logs' read buffers where each read is a round trip (HDFS); on a
@@ -887,11 +899,12 @@ class PlfsReader:
         else:
             self._settle(row, crc, expected)
 
-    def _verify_touched(self, runs: list[_Run]) -> None:
-        """``verify="always"``: fetch and check every record a read touches, once per reader."""
+    def _verify_touched(self, runs: list[_Run], only: bytearray | None = None) -> None:
+        """``verify="always"``: fetch and check every record a read touches, once per reader
+        (``only``: those whose row it marks, the partly hidden records of ``"auto"``)."""
         for run in runs:
             for start, end, expected, row in self.index.checks.touching(run.writer, run.start, run.start + run.length):
-                if self._verified[row]:
+                if self._verified[row] or (only is not None and not only[row]):
                     continue
                 whole = memoryview(bytearray(end - start))
                 self._read_into(run.writer, start, [whole])

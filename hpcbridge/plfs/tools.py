@@ -4,6 +4,7 @@ commands). Each action is one function returning a JSON-able dict or list."""
 from __future__ import annotations
 
 import json
+import secrets
 
 import numpy as np
 
@@ -54,11 +55,24 @@ def flatten(container: Container) -> dict:
     sources = _sources(container)
     index, _ = load_index(container, "raise")
     data = encode_records(_flat_records(index))
-    fs = container.fs
-    fs.write_bytes(f"{container.path}/{FLAT_INDEX}", data)
     meta = {"version": 2, "sources": sources, "records": index.records, "checks": len(index.checks),
             "size": index.size, "crc32c": data_crc(data)}
-    fs.write_bytes(f"{container.path}/{FLAT_META}", json.dumps(meta).encode())
+    # Both files are written whole under other names first, and flat.json is removed before
+    # flat.index is replaced and put back last: a flatten killed at any point leaves the old
+    # pair, no flat.json (no flattened index), or the new pair, never a torn file that every
+    # read and check would report as damage.
+    fs, base = container.fs, container.path
+    token = secrets.token_hex(6)
+    partial = {name: f"{base}/.{name}.partial-{token}" for name in (FLAT_INDEX, FLAT_META)}
+    fs.write_bytes(partial[FLAT_INDEX], data)
+    fs.write_bytes(partial[FLAT_META], json.dumps(meta).encode())
+    for name in (FLAT_META, FLAT_INDEX):
+        try:
+            fs.rm(f"{base}/{name}")  # (HDFS renames do not replace)
+        except FileNotFoundError:
+            pass
+    fs.rename(partial[FLAT_INDEX], f"{base}/{FLAT_INDEX}")
+    fs.rename(partial[FLAT_META], f"{base}/{FLAT_META}")
     return meta
 
 
@@ -134,12 +148,21 @@ def check(container: Container, deep: bool = False) -> dict:
     with ``deep``, the CRC32C of every record's data. ``problems`` lists what is wrong (empty:
     healthy); ``bad_ranges`` lists each data range that failed its checksum as (log, physical
     offset, length, logical start, logical end); ``notes`` what is worth knowing but not wrong."""
+    # Logs, then open records, then metadata: a writer makes its open record before its logs
+    # and its metadata record before it clears the open record, so every listed log's writer
+    # is found in one or the other, unless that record was lost (:func:`_orphans`).
     logs = container.index_logs()
-    records, damage = container.read_index_logs(logs, "skip")
+    open_writers = container.open_writers()
+    open_ids = {int(w.get("writer", 0)) for w in open_writers}
+    closed = container.closed_writers()
+    records, damage = container.read_index_logs(logs, "skip", closed)
     problems = [d.text() for d in damage if d[3]]
     notes = [d.text() for d in damage if not d[3]]
-    open_ids = {int(w.get("writer", 0)) for w in container.open_writers()}
-    recovered = {w for w, summary in container.closed_writers().items() if summary.get("recovered")}
+    recovered = {w for w, summary in closed.items() if summary.get("recovered")}
+    for writer, fs, path in _orphans(logs, open_ids, closed):
+        problems.append(f"{fs.url(path)}: writer {writer:08x} has neither a metadata record nor an open record (its "
+                        "metadata record is missing or damaged): its record count cannot be checked and the size "
+                        "of the file is understated; `hpcbridge plfs recover` records what its log holds")
     for writer, _, _ in logs:
         mine = records[records["writer"] == writer]
         needed = int(_record_end(mine).max()) if len(mine) else 0
@@ -160,7 +183,7 @@ def check(container: Container, deep: bool = False) -> dict:
                 notes.append(text + " (written after the dead writer's last flush: lost with it)")
             else:
                 problems.append(text)
-    for w in container.open_writers():
+    for w in open_writers:
         problems.append(f"writer {w.get('writer', 0):08x} never closed (host {w.get('host', '?')}, "
                         f"pid {w.get('pid', '?')}): still writing, or it crashed; `hpcbridge plfs recover` "
                         "once it is gone")
@@ -185,6 +208,12 @@ def check(container: Container, deep: bool = False) -> dict:
             "logical_size": index.size, "holes": holes, "hole_bytes": hole_bytes, "deep": deep,
             "records_verified": checked if deep else 0, "bad_ranges": [list(b) for b in bad_ranges],
             "problems": problems, "notes": notes, "healthy": not problems}
+
+
+def _orphans(logs, open_ids: set[int], closed: dict[int, dict]) -> list[tuple]:
+    """The ``index_logs()`` entries of writers neither open nor in a metadata record (listed in
+    that order: see :func:`check`): writers whose metadata record was lost or damaged."""
+    return [log for log in logs if log[0] not in open_ids and log[0] not in closed]
 
 
 def _same_index(a: GlobalIndex, b: GlobalIndex) -> bool:
@@ -230,7 +259,13 @@ def recover(container: Container) -> list[int]:
     own close, which counts everything it indexed, then holds over the recovered one.
     """
     recovered = []
-    for record in container.open_writers():
+    # Writers whose metadata record was lost (see check) are recovered too: their logs are all
+    # that is left of them. Listed logs first, then open records, then metadata (see check).
+    logs = container.index_logs()
+    dead = container.open_writers()
+    closed = container.closed_writers()
+    dead += [{"writer": writer} for writer, _, _ in _orphans(logs, {int(r.get("writer", 0)) for r in dead}, closed)]
+    for record in dead:
         writer = int(record.get("writer", 0))
         fs, hostdir = container.place(writer)
         for name in (f"data.{writer:08x}", f"index.{writer:08x}"):

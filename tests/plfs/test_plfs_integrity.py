@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ import hpcbridge.plfs
 from hpcbridge.cli.main import main
 from hpcbridge.plfs.container import MissingVolumesError, PlfsCorruptionError
 from hpcbridge.plfs.format import RECORD_SIZE, decode_records, encode_records
+from hpcbridge.plfs import reader, tools
 from hpcbridge.plfs.reader import PlfsCorruptionWarning
 from hpcbridge.plfs.tools import FLAT_INDEX, FLAT_META
 
@@ -288,6 +290,35 @@ def test_a_flipped_data_byte_is_an_error_naming_log_and_range(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     (bad,) = report["bad_ranges"]
     assert bad[:3] == [f"file://{data_log}", 0, 80000]
+
+
+@pytest.mark.parametrize("chunk", [None, 100, 3000], ids=["whole", "100-byte-reads", "3000-byte-reads"])
+@pytest.mark.parametrize("flip", [10, 700], ids=["before-the-overwrite", "after-it"])
+def test_a_flipped_byte_of_a_partly_overwritten_record_is_an_error(tmp_path, chunk, flip):
+    # A later write hides part of a record, so no read ever fetches the record whole: its
+    # visible bytes must still be checked (reading the file front to back checks everything).
+    fs = plfs()
+    path = f"{tmp_path}/ck"
+    with hpcbridge.plfs.open(f"plfs+file://{path}", "wb", shared=True) as f:
+        f.pwrite(b"x" * 1000, 0)
+        f.flush()  # two records: the second hides bytes 500..600 of the first
+        f.pwrite(b"y" * 100, 500)
+    (fs_, log), = [fs.container(path).data_log(w) for w, *_ in fs.container(path).index_logs()]
+    with open(log, "r+b") as raw:
+        raw.seek(flip)
+        raw.write(b"Z")
+    with pytest.raises(PlfsCorruptionError, match=rf"corrupt data: file://{log} bytes 0..1000 "):
+        if chunk is None:
+            fs.read_bytes(path)
+        else:
+            with fs.open(path, buffering=0) as handle:
+                while handle.read(chunk):
+                    pass
+    with pytest.warns(PlfsCorruptionWarning, match="read as zeros"):
+        data = hpcbridge.connect("plfs+file:///", on_corruption="skip").read_bytes(path)
+    assert data == bytes(500) + b"y" * 100 + bytes(400)
+    with pytest.raises(reference.CorruptData):  # the independent reader agrees
+        reference.read_logical(path)
 
 
 @pytest.mark.parametrize("threads", ["pool", "shared", "calling"])
@@ -826,3 +857,66 @@ def test_a_flat_index_is_stale_once_a_close_changes_which_records_count(tmp_path
     w.close()
     reader._CACHE.clear()
     assert hpcbridge.plfs.open(url).read() == b"B" * 100
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+def test_a_closed_writer_whose_metadata_record_is_lost_is_reported_and_recovered(tmp_path, capsys, damage):
+    # Without its record a closed writer is neither closed nor open: a cut index log would go
+    # unnoticed and the file's size (from the records) is understated. check says so, and
+    # recover gives the writer a record counting what its log holds.
+    fs = plfs()
+    path, url = f"{tmp_path}/ck", f"plfs+file://{tmp_path}/ck"
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"a" * 100, 0)
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"b" * 100, 1000)
+        lost = f.writer_id
+    record = f"{path}/meta/w.{lost:08x}.json"
+    os.unlink(record) if damage == "deleted" else open(record, "w").write("{garbage")
+    expected = bytes(b"a" * 100 + bytes(900) + b"b" * 100)
+    assert fs.read_bytes(path) == expected
+    capsys.readouterr()
+    assert main(["plfs", "check", "--json", url]) == 1
+    (problem,) = json.loads(capsys.readouterr().out)["problems"]
+    assert f"index.{lost:08x}: writer {lost:08x} has neither a metadata record nor an open record" in problem
+    assert main(["plfs", "recover", url]) == 0
+    assert f"{lost:08x}" in capsys.readouterr().out
+    assert main(["plfs", "check", url]) == 0
+    assert fs.info(path).size == len(expected) and fs.read_bytes(path) == expected
+
+
+def test_a_flatten_killed_while_writing_leaves_no_damaged_flat_index(tmp_path, capsys, monkeypatch):
+    # Flatten replaces flat.index and flat.json: a flatten killed half way through writing them
+    # must leave the old pair, or none, never a torn one (reported as damage at every read).
+    fs = plfs()
+    path, url = f"{tmp_path}/ck", f"plfs+file://{tmp_path}/ck"
+    with fs.open(path, "wb") as f:
+        f.pwrite(b"a" * 1000, 0)
+    assert main(["plfs", "flatten", url]) == 0
+    with hpcbridge.plfs.open(url, "wb", shared=True) as f:
+        f.pwrite(b"b" * 100, 500)  # the flat index is stale now
+    container = fs.container(path)
+    write_bytes = type(container.fs).write_bytes
+    for crash_at in range(1, 3):
+        calls = []
+
+        def killed_midway(self, target, data, calls=calls, crash_at=crash_at):
+            calls.append(target)
+            if len(calls) == crash_at:
+                with open(target, "wb") as raw:
+                    raw.write(bytes(data)[:len(data) // 2])
+                raise KeyboardInterrupt  # the process dies here
+            return write_bytes(self, target, data)
+
+        monkeypatch.setattr(type(container.fs), "write_bytes", killed_midway)
+        with pytest.raises(KeyboardInterrupt):
+            tools.flatten(container)
+        monkeypatch.undo()
+        reader._CACHE.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PlfsCorruptionWarning)
+            assert fs.read_bytes(path) == b"a" * 500 + b"b" * 100 + b"a" * 400
+        capsys.readouterr()
+        assert main(["plfs", "check", "--json", url]) == 0, capsys.readouterr().out
+    assert main(["plfs", "flatten", url]) == 0
+    assert fs.read_bytes(path) == b"a" * 500 + b"b" * 100 + b"a" * 400
