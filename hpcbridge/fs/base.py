@@ -229,6 +229,12 @@ class FileSystem(abc.ABC):
         except (FileNotFoundError, NotADirectoryError):
             return False
 
+    def islink(self, path) -> bool:
+        """Whether ``path`` is a symbolic link (dangling or not), as ``os.path.islink``; False on
+        backends without links. ``walk``/``find`` do not descend into links to directories and
+        ``rm`` removes the link itself, never what it points to (docs/file-api.md)."""
+        return False
+
     def isfile(self, path) -> bool:
         """Whether ``path`` is an existing regular file."""
         try:
@@ -254,7 +260,12 @@ class FileSystem(abc.ABC):
         return entries if detail else [e.path for e in entries]
 
     def walk(self, path) -> Iterator[tuple[str, list[str], list[str]]]:
-        """Walk a tree top-down like ``os.walk``: ``(dirpath, dirnames, filenames)``."""
+        """Walk a tree top-down like ``os.walk``: ``(dirpath, dirnames, filenames)``.
+
+        As ``os.walk(followlinks=False)``: a symbolic link to a directory is listed in
+        ``dirnames`` but not descended into (following them repeated files, or looped), and
+        other links are listed in ``filenames``. ``path`` itself is walked even if a link.
+        """
         top = self._path(path)
         stack = [top]
         while stack:
@@ -266,10 +277,12 @@ class FileSystem(abc.ABC):
             dirs.sort()
             files.sort()
             yield current, dirs, files
-            stack.extend(f"{current.rstrip('/')}/{d}" for d in reversed(dirs))
+            below = (f"{current.rstrip('/')}/{d}" for d in reversed(dirs))
+            stack.extend(d for d in below if not self.islink(d))
 
     def find(self, path) -> list[str]:
-        """All files below ``path`` (or ``path`` itself if it is a file), sorted."""
+        """All files below ``path`` (or ``path`` itself if it is a file), sorted: the
+        ``filenames`` of :meth:`walk`, so files behind links to directories are not repeated."""
         p = self._path(path)
         if self._type(p) != FileType.DIRECTORY:
             return [p]
@@ -295,10 +308,12 @@ class FileSystem(abc.ABC):
     def rm(self, path, recursive: bool = False) -> None:
         """Remove a file, or a directory tree with ``recursive=True``.
 
-        Raises IsADirectoryError for a directory without ``recursive``.
+        Raises IsADirectoryError for a directory without ``recursive``. A symbolic link is
+        removed itself (dangling or to a directory, with or without ``recursive``), as ``rm``
+        and ``os.unlink`` remove it: never what it points to.
         """
         p = self._path(path)
-        if self._type(p) != FileType.DIRECTORY:
+        if self.islink(p) or self._type(p) != FileType.DIRECTORY:
             self._rm_file(p)
         elif not recursive:
             raise self._error(errno.EISDIR, p, "pass recursive=True to remove a directory")

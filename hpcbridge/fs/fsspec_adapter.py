@@ -116,6 +116,16 @@ class HpcbridgeFSSpec(AbstractFileSystem):
     def info(self, path, **kwargs):
         return self._entry(self.backend.info(self._strip_protocol(path)))
 
+    def walk(self, path, maxdepth=None, topdown=True, on_error="omit", **kwargs):
+        """As fsspec's, but a symbolic link to a directory is listed, not descended into (as
+        ``os.walk(followlinks=False)`` and fsspec's local file system): following links made
+        ``find``, ``du`` and ``rm`` repeat files, or loop. ``path`` itself is walked even if a
+        link. fsspec's walk recurses through this method, with the marker keyword it passes on."""
+        if kwargs.pop("_hpcbridge_below", False) and self.backend.islink(self._strip_protocol(path)):
+            return
+        yield from super().walk(path, maxdepth=maxdepth, topdown=topdown, on_error=on_error,
+                                _hpcbridge_below=True, **kwargs)
+
     def modified(self, path):
         return datetime.datetime.fromtimestamp(self.backend.info(self._strip_protocol(path)).mtime,
                                                tz=datetime.timezone.utc)
@@ -206,7 +216,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
     def rm_file(self, path):
         """Remove one file (a directory is refused, as ``os.remove`` refuses it)."""
         path = self._strip_protocol(path)
-        if self.backend.isdir(path):
+        if self.backend.isdir(path) and not self.backend.islink(path):  # os.remove unlinks a link
             raise IsADirectoryError(errno.EISDIR, "Is a directory", self.backend.url(path))
         self.backend.rm(path)
 
@@ -216,7 +226,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         fsspec's other file systems expand them)."""
         if maxdepth is not None:  # deepest first, directories emptied by then
             for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
-                if self.backend.isdir(p):
+                if self.backend.isdir(p) and not self.backend.islink(p):
                     self.backend.rmdir(p)
                 else:
                     self.backend.rm(p)
@@ -225,7 +235,7 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         for p in self.expand_path(path, recursive=False):
             if any(p.startswith(r.rstrip("/") + "/") for r in removed):
                 continue  # inside a directory this call removed already
-            if not recursive and self.backend.isdir(p):
+            if not recursive and self.backend.isdir(p) and not self.backend.islink(p):
                 raise ValueError(f"Cannot delete directory, set recursive=True: {self.backend.url(p)}")
             self.backend.rm(p, recursive=recursive)  # a missing path raises, as os.remove does
             removed.append(p)

@@ -380,6 +380,10 @@ class PosixFileSystem(FileSystem):
             st = os.stat(p)
         return (st.st_size, st.st_mtime, st.st_dev, st.st_ino, st.st_ctime_ns)
 
+    def islink(self, path) -> bool:
+        """Whether ``path`` is a symbolic link (``os.path.islink``: False if missing)."""
+        return os.path.islink(self._path(path))
+
     def _iterdir(self, path: str) -> Iterator[FileInfo]:
         prefix = path.rstrip("/")
         with _errors_named(self.url(path)):
