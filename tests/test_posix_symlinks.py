@@ -49,6 +49,18 @@ def test_walk_and_find_do_not_follow_directory_links(tree):
     assert fs.find(str(tree / "b")) == [str(tree / "b" / "f1"), str(tree / "b" / "sub" / "f2")]
 
 
+def test_links_that_cannot_be_followed_are_listed_not_fatal(tree):
+    """A link to itself (ELOOP on stat) made ls, walk and find of its directory fail."""
+    os.symlink("self", tree / "self")
+    os.symlink("self", tree / "a" / "to_self")
+    fs = PosixFileSystem()
+    assert fs.ls(str(tree)) == sorted(str(tree / n) for n in os.listdir(tree))
+    assert [e.type for e in fs.ls(str(tree), detail=True) if e.path.endswith("/self")] == ["other"]
+    assert sorted(fs.walk(str(tree))) == sorted(_os_walk(str(tree)))
+    fs.rm(str(tree / "self"))
+    assert not os.path.lexists(tree / "self")
+
+
 def test_fsspec_adapter_find_and_du_do_not_follow_directory_links(tree):
     os.unlink(tree / "dang")  # fsspec's du stats every file: a dangling link fails there too
     ours, local = fsspec_class("file")(), LocalFileSystem()

@@ -392,10 +392,15 @@ class PosixFileSystem(FileSystem):
                     child = f"{prefix}/{entry.name}"
                     try:
                         st = entry.stat()
-                    except FileNotFoundError:  # removed while listing, or a dangling link
+                    except OSError as exc:
+                        # A link that cannot be followed (dangling, a loop: ELOOP, into a
+                        # directory we may not search: EACCES) is listed as itself, "other",
+                        # as os.walk and fsspec list it: it used to fail the whole listing.
+                        if not isinstance(exc, FileNotFoundError) and not entry.is_symlink():
+                            raise
                         try:
                             st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
+                        except FileNotFoundError:  # removed while listing
                             continue
                     yield self._stat_to_info(child, st)
 
