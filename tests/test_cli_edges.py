@@ -223,3 +223,16 @@ def test_names_coreutils_takes_as_they_are(capsys, tree, monkeypatch):
         assert code == 0 and (tree / target.rsplit("/", 1)[-1]).stat().st_mode & 0o777 == 0o751
     code, _, err = run(capsys, "put", "run.sh", f"file://{tree}/run.sh/x")
     assert code == 1 and "Not a directory" in err and f"{tree}/run.sh/x" in err and "partial" not in err
+
+
+def test_recursive_copy_of_a_directory_whose_url_is_percent_encoded(capsys, tree):
+    """The copy plan took the local path from the percent-encoded URL (``a%20b``): ``put -r``
+    of a directory with a space, ``%`` or ``#`` in its path failed with FileNotFoundError."""
+    src = tree / "a b%#"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "x.txt").write_text("x\n")
+    os.symlink("sub", src / "link")
+    code, _, err = run(capsys, "put", "-r", str(src), f"file://{tree}/copy%20here")
+    assert code == 0, err
+    assert (tree / "copy here" / "sub" / "x.txt").read_text() == "x\n"
+    assert not os.path.lexists(tree / "copy here" / "link")  # --links skip, as without the space

@@ -39,8 +39,9 @@ class CopyPlan:
 
 def _local_path(fs: FileSystem, path: str) -> str | None:
     """The local path behind ``path`` when ``fs`` is a local file system, else None."""
-    url = fs.url(path)
-    return url[len("file://"):] if url.startswith("file://") else None
+    # local_path, not the URL: the URL is percent-encoded ("a b" is a%20b), which os.stat
+    # then did not find, and `put -r` of such a directory failed with FileNotFoundError.
+    return fs.local_path(path) if fs.url(path).startswith("file://") else None
 
 
 def _refuse_into_itself(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str) -> None:
