@@ -103,6 +103,15 @@ def test_fsspec_adapter_rm_of_a_link_removes_the_link_only(tree, name):
     assert sorted(os.listdir(tree / "a")) == ["f1", "sub"] and (tree / "a" / "sub" / "f2").exists()
 
 
+@pytest.mark.parametrize("pattern, removed", [("b", ["b"]), ("[bl]*", ["b", "loop"])])
+def test_fsspec_adapter_rm_with_maxdepth_removes_a_link_not_its_target(tree, pattern, removed):
+    """rm(dirlink, recursive=True, maxdepth=...) expanded the link and removed the files of the
+    directory it points to (fsspec's local rm does too); os.unlink removes the link only."""
+    fsspec_class("file")().rm(str(tree / pattern), recursive=True, maxdepth=3)
+    assert sorted(os.listdir(tree)) == sorted({"a", "b", "loop", "flink", "dang"} - set(removed))
+    assert (tree / "a" / "f1").read_bytes() == b"one" and (tree / "a" / "sub" / "f2").read_bytes() == b"two!"
+
+
 def test_rm_recursive_keeps_what_links_inside_the_tree_point_to(tree, tmp_path_factory):
     outside = tmp_path_factory.mktemp("outside")
     (outside / "keep").write_bytes(b"keep")

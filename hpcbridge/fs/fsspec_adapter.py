@@ -225,7 +225,15 @@ class HpcbridgeFSSpec(AbstractFileSystem):
         directory without ``recursive`` is a ValueError; unlike it, globs are expanded (as
         fsspec's other file systems expand them)."""
         if maxdepth is not None:  # deepest first, directories emptied by then
-            for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
+            # A link named (or matched by a glob) is removed itself: expanding it listed, and
+            # then removed, the files of the directory it points to.
+            targets = set()
+            for p in self.expand_path(path, recursive=False):
+                if self.backend.islink(p):
+                    targets.add(p)
+                else:
+                    targets.update(self.expand_path(p, recursive=recursive, maxdepth=maxdepth))
+            for p in sorted(targets, reverse=True):
                 if self.backend.isdir(p) and not self.backend.islink(p):
                     self.backend.rmdir(p)
                 else:
