@@ -236,3 +236,26 @@ def test_recursive_copy_of_a_directory_whose_url_is_percent_encoded(capsys, tree
     assert code == 0, err
     assert (tree / "copy here" / "sub" / "x.txt").read_text() == "x\n"
     assert not os.path.lexists(tree / "copy here" / "link")  # --links skip, as without the space
+
+
+def test_links_copy_replaces_links_as_files_are_replaced(capsys, tree):
+    """As cp -rP: a second ``put -r --links copy`` into the same place replaces the links (it
+    failed with FileExistsError on the first one); -n refuses; a directory is never replaced."""
+    src = tree / "src"
+    os.symlink("sub", src / "dirlink")
+    os.symlink("a.bin", src / "filelink")
+    for _ in range(2):
+        code, _, err = run(capsys, "put", "-r", "--links", "copy", str(src) + "/", f"file://{tree}/copy/")
+        assert code == 0, err
+    os.unlink(src / "filelink")
+    os.symlink("sub/b.txt", src / "filelink")
+    code, _, err = run(capsys, "put", "-r", "--links", "copy", str(src), f"file://{tree}/copy")
+    assert code == 0, err
+    assert os.readlink(tree / "copy" / "src" / "filelink") == "sub/b.txt"
+    assert os.readlink(tree / "copy" / "src" / "dirlink") == "sub"
+    code, _, err = run(capsys, "put", "-r", "-n", "--links", "copy", str(src), f"file://{tree}/copy")
+    assert code == 1 and "no-clobber" in err
+    (tree / "copy" / "src" / "dirlink").unlink()
+    (tree / "copy" / "src" / "dirlink").mkdir()
+    code, _, err = run(capsys, "put", "-r", "--links", "copy", str(src), f"file://{tree}/copy")
+    assert code == 1 and "a directory" in err and (tree / "copy" / "src" / "dirlink").is_dir()

@@ -17,11 +17,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import uuid
 from dataclasses import dataclass, field
 
 from ..fs.base import FileSystem
+from ..fs.url import hidden_sibling
 
-__all__ = ["CopyPlan", "plan_copy", "LINK_MODES"]
+__all__ = ["CopyPlan", "plan_copy", "copy_link", "LINK_MODES"]
 
 LINK_MODES = ("skip", "copy", "follow")
 
@@ -115,3 +117,29 @@ def _walk_local(directory: str, src_dir: str, dst_dir: str, links: str, plan: Co
             plan.files.append((source, target, st.st_size))
         else:
             plan.skipped.append((source, "not a regular file (device, socket or FIFO)"))
+
+
+def copy_link(link: str, target: str, *, overwrite: bool = True) -> None:
+    """Recreate the local symbolic link ``link`` at ``target`` (``--links copy``), as ``cp -rP``.
+
+    A file or link already at ``target`` is replaced, as copied files replace theirs, by a
+    rename of a new link over it (atomic: never a moment without it); with ``overwrite=False``
+    (``-n``) it is FileExistsError. A directory there is never replaced (FileExistsError).
+    The second ``put -r --links copy`` into the same place failed on the first link.
+    """
+    value = os.readlink(link)
+    try:
+        os.symlink(value, target)
+        return
+    except FileExistsError:
+        if not overwrite:
+            raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber)", target) from None
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise FileExistsError(errno.EEXIST, "File exists (a directory, not replaced by a link)", target) from None
+    partial = hidden_sibling(target, f"hpcbridge-partial-{uuid.uuid4().hex[:12]}")
+    os.symlink(value, partial)
+    try:
+        os.replace(partial, target)
+    except BaseException:
+        os.unlink(partial)
+        raise

@@ -25,7 +25,7 @@ from ..errors import HpcbridgeError
 from ..fs.api import connect, url_to_fs
 from ..fs.base import FileSystem
 from ..fs.transfer import copy_file
-from .copyplan import LINK_MODES, plan_copy
+from .copyplan import LINK_MODES, copy_link, plan_copy
 from .dask_cmd import add_dask_parser
 
 __all__ = ["main", "build_parser", "parse_size"]
@@ -198,7 +198,7 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
         for directory in plan.directories[1:]:
             dst_fs.mkdir(directory, exist_ok=True)
         for link, target in plan.links:
-            os.symlink(os.readlink(link), target)
+            copy_link(link, dst_fs.local_path(target), overwrite=not args.no_clobber)
         for source, reason in skipped:
             if not args.json:
                 print(f"hpcbridge {args.command}: skipped {src_fs.url(source)}: {reason}", file=sys.stderr)
