@@ -124,7 +124,13 @@ def _empty_output_dir(job: str, url: str, overwrite: bool, storage_options: dict
         if not overwrite:
             raise FileExistsError(f"{job} output {url} exists and is not empty (overwrite=True, "
                                   "or --overwrite on the command line, replaces it)")
-        fs.rm(root, recursive=True)
+        if fs.islink(root):
+            # The output is the directory the link points to: empty it and keep the link.
+            # Removing the link (rm unlinks links) would move the output beside it, silently.
+            for entry in fs.ls(root):
+                fs.rm(entry, recursive=True)
+        else:
+            fs.rm(root, recursive=True)
     fs.mkdir(root, parents=True, exist_ok=True)
     return fs, root
 

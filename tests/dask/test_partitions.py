@@ -553,3 +553,18 @@ def test_grep_non_boundary_matches_on_empty_lines_as_in_java(tmp_path):
             assert hd.grep(f"file://{path}", pattern, blocksize=blocksize, locality=False).value["matches"] == \
                 matches, (pattern, blocksize)
         assert grep_serial(f"file://{path}", pattern, chunk=1)["matches"] == matches, pattern
+
+
+def test_overwriting_an_output_directory_behind_a_link_writes_into_it(tmp_path):
+    """overwrite=True emptied the output with rm, which raised EIO for a link to a directory
+    (and, once rm unlinks links, would have moved the output beside the link's target)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old").write_bytes(b"old")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep").write_bytes(b"keep")
+    os.symlink("other", tmp_path / "real" / "inner")  # a link inside: unlinked, its target kept
+    os.symlink("real", tmp_path / "out")
+    hd.teragen(f"file://{tmp_path}/out", 10, files=1, overwrite=True)
+    assert os.path.islink(tmp_path / "out")
+    assert os.listdir(tmp_path / "real") == ["part-00000"]
+    assert (tmp_path / "other" / "keep").read_bytes() == b"keep"
