@@ -171,6 +171,30 @@ def cmd_layout(args) -> object:
     return None
 
 
+def _make_directories(src_fs: FileSystem, dst_fs: FileSystem, plan) -> list[tuple[str, int]]:
+    """Make the planned directories; returns ``(directory, mode)`` for those whose permission
+    bits must still be set once their files are in.
+
+    As ``cp -r``, a directory the copy makes gets its source's permission bits (an existing one
+    keeps its own). A private directory is private from the start: it is made with the owner's
+    bits added (so the copy can fill it) and the exact bits are set at the end (a read-only one).
+    """
+    keep = src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod")
+    pending = []
+    for directory in plan.directories:
+        try:
+            dst_fs.mkdir(directory)
+        except FileExistsError:
+            dst_fs.mkdir(directory, exist_ok=True)  # a directory that is there is fine, a file is not
+            continue
+        mode = plan.directory_modes.get(directory)
+        if keep and mode is not None:
+            dst_fs.chmod(directory, mode | 0o700)
+            if mode | 0o700 != mode:
+                pending.append((directory, mode))
+    return pending
+
+
 def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args) -> list[dict]:
     """Copy a file or (with -r) a directory tree; returns one record per file copied.
 
@@ -186,6 +210,7 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
         raise FileNotFoundError(errno.ENOENT, "No such directory (a destination ending in '/' names a directory)",
                                 dst_fs.url(dst))
     skipped: list = []
+    created: list[tuple[str, int]] = []
     if not info.is_dir:
         pairs = [(src, dst, info.size)]
     elif not args.recursive:
@@ -194,9 +219,7 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
         plan = plan_copy(src_fs, src, dst_fs, dst, links=args.links)
         pairs, skipped = plan.files, plan.skipped
         # As cp -r: the tree's new root is made, its parent must exist (FileNotFoundError).
-        dst_fs.mkdir(dst, exist_ok=True)
-        for directory in plan.directories[1:]:
-            dst_fs.mkdir(directory, exist_ok=True)
+        created = _make_directories(src_fs, dst_fs, plan)
         for link, target in plan.links:
             os.symlink(os.readlink(link), target)
         for source, reason in skipped:
@@ -248,6 +271,8 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
             if n not in done:
                 done[n] = one(pair)
         records = [done[n] for n, _ in indexed]
+        for directory, mode in reversed(created):  # deepest first: a read-only one was filled
+            dst_fs.chmod(directory, mode)
     finally:
         if bar:
             bar.close()

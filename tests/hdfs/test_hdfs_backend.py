@@ -623,3 +623,25 @@ def test_an_exclusive_create_of_a_file_being_written_is_eexist(hdfs, hdfs_root, 
         with pytest.raises(FileExistsError):
             hdfs.create(path, overwrite=False)
     assert hdfs.read_bytes(path) == b"a"
+
+
+def test_put_r_and_get_r_keep_directory_permissions(hdfs_cluster, hdfs_driver, hdfs, hdfs_root, tmp_path,
+                                                    monkeypatch, capsys):
+    """Copies into HDFS keep the source's permission bits (cli.md), directories too: a private
+    local directory was uploaded as 0755 (its file 0600), and came back from HDFS as 0755."""
+    from hpcbridge.cli.main import main
+
+    src = tmp_path / "src"
+    (src / "private").mkdir(parents=True)
+    (src / "private" / "key").write_bytes(b"k")
+    os.chmod(src / "private" / "key", 0o600)
+    os.chmod(src / "private", 0o700)
+    os.chmod(src, 0o750)
+    monkeypatch.setenv("HPCBRIDGE_HDFS_DRIVER", hdfs_driver)
+    url = f"{hdfs_cluster.info.url}{hdfs_root}/copy"
+    assert main(["put", "-r", str(src), url]) == 0, capsys.readouterr().err
+    assert {name: hdfs.info(f"{hdfs_root}/copy{name}").mode & 0o7777 for name in ("", "/private", "/private/key")} \
+        == {"": 0o750, "/private": 0o700, "/private/key": 0o600}
+    assert main(["get", "-r", url, str(tmp_path / "back")]) == 0, capsys.readouterr().err
+    assert [os.stat(tmp_path / "back" / name).st_mode & 0o7777 for name in (".", "private", "private/key")] \
+        == [0o750, 0o700, 0o600]
