@@ -645,3 +645,30 @@ def test_put_r_and_get_r_keep_directory_permissions(hdfs_cluster, hdfs_driver, h
     assert main(["get", "-r", url, str(tmp_path / "back")]) == 0, capsys.readouterr().err
     assert [os.stat(tmp_path / "back" / name).st_mode & 0o7777 for name in (".", "private", "private/key")] \
         == [0o750, 0o700, 0o600]
+
+
+def test_ctrl_c_while_a_copy_replaces_a_file_never_loses_both(hdfs, hdfs_root, tmp_path, monkeypatch):
+    """HDFS's plain rename does not replace, so a copy over an existing file removed it and then
+    renamed the partial file into place; Ctrl-C between the two removed the partial file too,
+    leaving neither the old file nor the new one. hdfs-native now replaces in one call (rename
+    with OVERWRITE); libhdfs, which cannot, puts the complete copy in place."""
+    from hpcbridge.fs.transfer import copy_file
+
+    local = hpcbridge.connect("file://")
+    (tmp_path / "new").write_bytes(b"new contents")
+    hdfs.write_bytes(f"{hdfs_root}/dst", b"old contents")
+    real_rename, calls = hdfs.rename, []
+
+    def interrupted_once(src, dst):
+        calls.append(src)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C landing just before the rename call
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(hdfs, "rename", interrupted_once)
+    try:
+        copy_file(local, str(tmp_path / "new"), hdfs, f"{hdfs_root}/dst")
+    except KeyboardInterrupt:
+        pass
+    assert hdfs.read_bytes(f"{hdfs_root}/dst") in (b"old contents", b"new contents")
+    assert [n for n in hdfs.ls(hdfs_root) if "partial" in n] == []
