@@ -113,6 +113,24 @@ def test_recursive_copy_links_loops_and_into_itself(capsys, tree, tmp_path_facto
     assert code == 1 and "needs a local destination" in err
 
 
+def test_no_clobber_refuses_a_recursive_copy_before_copying_anything(capsys, tree):
+    """put/get -r -n with one existing file stopped there, after copying part of the tree (which
+    part depended on the small files copied at once); now refused up front, nothing copied."""
+    src = tree / "src"
+    for i in range(20):
+        (src / f"f{i:02}").write_bytes(b"%d" % i)
+    for command, source in (("put", str(src)), ("get", f"file://{src}")):
+        dst = tree / f"dst-{command}"
+        (dst / "src" / "sub").mkdir(parents=True)
+        (dst / "src" / "sub" / "b.txt").write_text("keep me\n")
+        code, out, err = run(capsys, command, "-r", "-n", "--json", source, str(dst))
+        assert code == 1 and json.loads(out)["type"] == "FileExistsError" and "sub/b.txt" in json.loads(out)["error"]
+        assert sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*")) == ["src", "src/sub", "src/sub/b.txt"]
+        assert (dst / "src" / "sub" / "b.txt").read_text() == "keep me\n"
+    code, _, err = run(capsys, "put", "-r", "-n", str(src), str(tree / "fresh"))  # nothing in the way
+    assert code == 0 and (tree / "fresh" / "f19").read_bytes() == b"19"
+
+
 def _modes(root):
     """``{relative path: permission bits}`` of a tree, the root included."""
     return {os.path.relpath(os.path.join(d, name), root): os.stat(os.path.join(d, name)).st_mode & 0o7777

@@ -195,6 +195,22 @@ def _make_directories(src_fs: FileSystem, dst_fs: FileSystem, plan) -> list[tupl
     return pending
 
 
+def _refuse_clobbering(dst_fs: FileSystem, plan) -> None:
+    """-n with -r: refuse the copy before the first byte moves when a file to copy exists.
+
+    Copies stopped at the first existing file, after an unpredictable part of the tree (the
+    small files copied at once) was copied. Only directories that exist can hold one: one call
+    per planned directory, then one per file in an existing one."""
+    def parent(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[0] or "/"
+
+    existing = {d.rstrip("/") or "/" for d in plan.directories if dst_fs.isdir(d)}
+    for _, target, _ in plan.files:
+        if parent(target) in existing and dst_fs.exists(target):
+            raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber; nothing was copied)",
+                                  dst_fs.url(target))
+
+
 def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args) -> list[dict]:
     """Copy a file or (with -r) a directory tree; returns one record per file copied.
 
@@ -218,6 +234,8 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
     else:
         plan = plan_copy(src_fs, src, dst_fs, dst, links=args.links)
         pairs, skipped = plan.files, plan.skipped
+        if args.no_clobber:
+            _refuse_clobbering(dst_fs, plan)
         # As cp -r: the tree's new root is made, its parent must exist (FileNotFoundError).
         created = _make_directories(src_fs, dst_fs, plan)
         for link, target in plan.links:
