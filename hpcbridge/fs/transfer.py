@@ -9,6 +9,7 @@ reused buffer with ``readinto``, so a copy costs no allocation per chunk.
 from __future__ import annotations
 
 import errno
+import os
 import uuid
 from collections.abc import Callable
 
@@ -98,7 +99,9 @@ def copy_file(
         if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
             dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
         replace = getattr(dst_fs, "_replace_file", None)
-        if dst_fs.capabilities.rename_replaces or not dst_fs.exists(dst):
+        if not overwrite and _link_into_place(dst_fs, partial, dst):
+            pass
+        elif dst_fs.capabilities.rename_replaces or not dst_fs.exists(dst):
             dst_fs.rename(partial, dst)
         elif replace is None or not replace(partial, dst):
             removed = True  # from here the partial file is the only copy: never remove it
@@ -127,3 +130,22 @@ def _put_in_place(dst_fs: FileSystem, partial: str, dst: str) -> None:
             dst_fs.rename(partial, dst)
     except OSError:
         pass
+
+
+def _link_into_place(dst_fs: FileSystem, partial: str, dst: str) -> bool:
+    """``overwrite=False`` on a local file system: put the copy in place with link(2), which
+    refuses an existing name, where rename(2) would replace a file made at ``dst`` while the
+    copy ran (checked only before it). False where hard links are not available: rename then."""
+    from .posix import PosixFileSystem
+
+    if not isinstance(dst_fs, PosixFileSystem):
+        return False
+    source, target = dst_fs.local_path(partial), dst_fs.local_path(dst)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise dst_fs._error(errno.EEXIST, dst, "pass overwrite=True to replace it") from None
+    except OSError:
+        return False
+    os.unlink(source)
+    return True
