@@ -99,8 +99,11 @@ def copy_file(
         if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
             dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
         replace = getattr(dst_fs, "_replace_file", None)
-        if not overwrite and _link_into_place(dst_fs, partial, dst):
-            pass
+        if not overwrite:
+            # Never remove or replace what appeared at dst meanwhile: link(2) refuses it, and
+            # so does HDFS's rename.
+            if not _link_into_place(dst_fs, partial, dst):
+                dst_fs.rename(partial, dst)
         elif dst_fs.capabilities.rename_replaces or not dst_fs.exists(dst):
             dst_fs.rename(partial, dst)
         elif replace is None or not replace(partial, dst):

@@ -672,3 +672,22 @@ def test_ctrl_c_while_a_copy_replaces_a_file_never_loses_both(hdfs, hdfs_root, t
         pass
     assert hdfs.read_bytes(f"{hdfs_root}/dst") in (b"old contents", b"new contents")
     assert [n for n in hdfs.ls(hdfs_root) if "partial" in n] == []
+
+
+def test_no_overwrite_keeps_a_file_made_while_the_copy_runs(hdfs, hdfs_root, tmp_path):
+    """copy_file(overwrite=False) (put -n) checked the destination only before copying, then
+    removed what appeared there meanwhile to rename its copy into place; now HDFS's rename,
+    which refuses an existing file, keeps it (FsShell -put without -f fails the same way)."""
+    from hpcbridge.fs.transfer import copy_file
+
+    (tmp_path / "src").write_bytes(b"x" * 100_000)
+
+    def someone_else_writes(_n):
+        if not hdfs.exists(f"{hdfs_root}/dst"):
+            hdfs.write_bytes(f"{hdfs_root}/dst", b"theirs")
+
+    with pytest.raises(FileExistsError):
+        copy_file(hpcbridge.connect("file://"), str(tmp_path / "src"), hdfs, f"{hdfs_root}/dst", overwrite=False,
+                  chunk_size=50_000, progress=someone_else_writes)
+    assert hdfs.read_bytes(f"{hdfs_root}/dst") == b"theirs"
+    assert hdfs.ls(hdfs_root) == [f"{hdfs_root}/dst"]
