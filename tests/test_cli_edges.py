@@ -113,6 +113,63 @@ def test_recursive_copy_links_loops_and_into_itself(capsys, tree, tmp_path_facto
     assert code == 1 and "needs a local destination" in err
 
 
+def test_no_clobber_refuses_a_recursive_copy_before_copying_anything(capsys, tree):
+    """put/get -r -n with one existing file stopped there, after copying part of the tree (which
+    part depended on the small files copied at once); now refused up front, nothing copied."""
+    src = tree / "src"
+    for i in range(20):
+        (src / f"f{i:02}").write_bytes(b"%d" % i)
+    for command, source in (("put", str(src)), ("get", f"file://{src}")):
+        dst = tree / f"dst-{command}"
+        (dst / "src" / "sub").mkdir(parents=True)
+        (dst / "src" / "sub" / "b.txt").write_text("keep me\n")
+        code, out, err = run(capsys, command, "-r", "-n", "--json", source, str(dst))
+        assert code == 1 and json.loads(out)["type"] == "FileExistsError" and "sub/b.txt" in json.loads(out)["error"]
+        assert sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*")) == ["src", "src/sub", "src/sub/b.txt"]
+        assert (dst / "src" / "sub" / "b.txt").read_text() == "keep me\n"
+    code, _, err = run(capsys, "put", "-r", "-n", str(src), str(tree / "fresh"))  # nothing in the way
+    assert code == 0 and (tree / "fresh" / "f19").read_bytes() == b"19"
+
+
+def _modes(root):
+    """``{relative path: permission bits}`` of a tree, the root included."""
+    return {os.path.relpath(os.path.join(d, name), root): os.stat(os.path.join(d, name)).st_mode & 0o7777
+            for d, dirs, files in os.walk(root) for name in [".", *dirs, *files]}
+
+
+def test_recursive_copies_keep_directory_permissions_as_cp_r(capsys, tree):
+    """cp -r gives the directories it makes their source's permission bits: a private (0700)
+    directory stays private, a read-only one read-only (filled before it is made so). put/get -r
+    made every directory 0755, exposing the names in a private one."""
+    src = tree / "src"
+    (src / "private").mkdir()
+    (src / "private" / "key").write_text("secret\n")
+    os.chmod(src / "private" / "key", 0o600)
+    (src / "readonly").mkdir()
+    (src / "readonly" / "f").write_text("r\n")
+    os.chmod(src / "readonly", 0o555)
+    os.chmod(src / "private", 0o700)
+    os.chmod(src, 0o750)
+    try:
+        subprocess.run(["cp", "-r", str(src), str(tree / "oracle")], check=True)
+        expected = _modes(tree / "oracle")
+        assert expected["private"] == 0o700 and expected["readonly"] == 0o555
+        code, _, err = run(capsys, "put", "-r", str(src), str(tree / "put"))
+        assert code == 0, err
+        assert _modes(tree / "put") == expected
+        code, _, err = run(capsys, "get", "-r", f"file://{src}", str(tree / "get"))
+        assert code == 0, err
+        assert _modes(tree / "get") == expected
+        # Into an existing directory: only the directory the copy makes takes the source's bits.
+        (tree / "there").mkdir(mode=0o755)
+        code, _, err = run(capsys, "put", "-r", str(src), str(tree / "there"))
+        assert code == 0 and _modes(tree / "there" / "src") == expected
+        assert os.stat(tree / "there").st_mode & 0o7777 == 0o755
+    finally:
+        for d in tree.rglob("readonly"):
+            os.chmod(d, 0o755)
+
+
 def test_dask_jobs_reject_bad_regexes(capsys, tree):
     data = tree / "lines.txt"
     data.write_text("alpha beta\ngamma\n")

@@ -62,3 +62,22 @@ def test_copy_to_a_name_of_255_bytes(tmp_path):
     name = "é" * 127 + "L"  # 255 bytes
     assert copy_file(fs, f"{tmp_path}/src", fs, f"{tmp_path}/{name}") == 4
     assert sorted(os.listdir(tmp_path)) == sorted(["src", name]) and fs.read_bytes(f"{tmp_path}/{name}") == b"data"
+
+
+def test_no_overwrite_holds_for_a_file_made_while_the_copy_runs(tmp_path):
+    """overwrite=False (put/get -n) checked the destination only before the copy; rename(2) then
+    replaced a file made there meanwhile. As cp -n, that file is kept and the copy refused."""
+    fs = hpcbridge.connect("file://")
+    (tmp_path / "src").write_bytes(b"x" * 100_000)
+
+    def someone_else_writes(_n):
+        if not (tmp_path / "dst").exists():
+            (tmp_path / "dst").write_bytes(b"theirs")
+
+    with pytest.raises(FileExistsError):
+        copy_file(fs, f"{tmp_path}/src", fs, f"{tmp_path}/dst", overwrite=False, chunk_size=10_000,
+                  progress=someone_else_writes)
+    assert (tmp_path / "dst").read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "src"]
+    assert copy_file(fs, f"{tmp_path}/src", fs, f"{tmp_path}/new", overwrite=False) == 100_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "new", "src"]

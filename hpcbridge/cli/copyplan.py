@@ -9,7 +9,10 @@ Safety rules, as ``cp -r`` keeps them:
   recreated as links where the destination is a local directory (``--links copy``), or followed
   (``--links follow``), with directory loops detected and reported instead of descended into.
   Following links silently turned ``sub/loop -> ..`` into 80 nested copies and a link to /etc
-  into an upload of /etc.
+  into an upload of /etc;
+* each directory's permission bits are recorded, so that the directories the copy makes keep
+  them as ``cp -r`` keeps them (a private 0700 directory was copied as 0755, its file names
+  readable by everyone).
 """
 
 from __future__ import annotations
@@ -26,17 +29,22 @@ from ..fs.url import hidden_sibling
 __all__ = ["CopyPlan", "plan_copy", "copy_link", "LINK_MODES"]
 
 LINK_MODES = ("skip", "copy", "follow")
+#: The permission bits a directory's copy keeps: as ``cp -r`` (without ``-p``), not set-user-ID
+#: or set-group-ID.
+_DIRECTORY_BITS = 0o1777
 
 
 @dataclass
 class CopyPlan:
     """Directories to create (in order), ``(source, target, size)`` files, ``(source, target)``
-    links to recreate, and ``(source, reason)`` entries left out."""
+    links to recreate, ``(source, reason)`` entries left out, and the source's permission bits
+    of each directory to create (by target)."""
 
     directories: list[str] = field(default_factory=list)
     files: list[tuple[str, str, int]] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    directory_modes: dict[str, int] = field(default_factory=dict)
 
 
 def _local_path(fs: FileSystem, path: str) -> str | None:
@@ -67,6 +75,7 @@ def plan_copy(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, *, lin
     if local is None:  # remote sources (HDFS, PLFS...) have no symbolic links to worry about
         for directory, dirs, files in src_fs.walk(src):
             target_dir = dst + directory[len(src.rstrip("/")):] if directory != src else dst
+            plan.directory_modes[target_dir] = src_fs.info(directory).mode & _DIRECTORY_BITS
             plan.directories += [f"{target_dir.rstrip('/')}/{d}" for d in dirs]
             for name in files:
                 source = f"{directory.rstrip('/')}/{name}"
@@ -76,6 +85,7 @@ def plan_copy(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, *, lin
             raise ValueError(f"--links copy needs a local destination; {dst_fs.url(dst)} cannot hold symbolic "
                              "links (use --links skip or --links follow)")
         root = os.stat(local)
+        plan.directory_modes[dst] = root.st_mode & _DIRECTORY_BITS
         _walk_local(local, src, dst, links, plan, {(root.st_dev, root.st_ino)})
     # A name the destination cannot hold (HDFS: a local name that is not UTF-8) refuses the copy
     # before the first byte moves, not after part of the tree was copied.
@@ -112,6 +122,7 @@ def _walk_local(directory: str, src_dir: str, dst_dir: str, links: str, plan: Co
                 plan.skipped.append((source, "symbolic link loop (leads back to a directory being copied)"))
                 continue
             plan.directories.append(target)
+            plan.directory_modes[target] = st.st_mode & _DIRECTORY_BITS
             _walk_local(path, source, target, links, plan, ancestors | {key})
         elif stat.S_ISREG(st.st_mode):
             plan.files.append((source, target, st.st_size))

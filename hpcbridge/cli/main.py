@@ -171,6 +171,46 @@ def cmd_layout(args) -> object:
     return None
 
 
+def _make_directories(src_fs: FileSystem, dst_fs: FileSystem, plan) -> list[tuple[str, int]]:
+    """Make the planned directories; returns ``(directory, mode)`` for those whose permission
+    bits must still be set once their files are in.
+
+    As ``cp -r``, a directory the copy makes gets its source's permission bits (an existing one
+    keeps its own). A private directory is private from the start: it is made with the owner's
+    bits added (so the copy can fill it) and the exact bits are set at the end (a read-only one).
+    """
+    keep = src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod")
+    pending = []
+    for directory in plan.directories:
+        try:
+            dst_fs.mkdir(directory)
+        except FileExistsError:
+            dst_fs.mkdir(directory, exist_ok=True)  # a directory that is there is fine, a file is not
+            continue
+        mode = plan.directory_modes.get(directory)
+        if keep and mode is not None:
+            dst_fs.chmod(directory, mode | 0o700)
+            if mode | 0o700 != mode:
+                pending.append((directory, mode))
+    return pending
+
+
+def _refuse_clobbering(dst_fs: FileSystem, plan) -> None:
+    """-n with -r: refuse the copy before the first byte moves when a file to copy exists.
+
+    Copies stopped at the first existing file, after an unpredictable part of the tree (the
+    small files copied at once) was copied. Only directories that exist can hold one: one call
+    per planned directory, then one per file in an existing one."""
+    def parent(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[0] or "/"
+
+    existing = {d.rstrip("/") or "/" for d in plan.directories if dst_fs.isdir(d)}
+    for _, target, _ in plan.files:
+        if parent(target) in existing and dst_fs.exists(target):
+            raise FileExistsError(errno.EEXIST, "File exists (not replaced: -n/--no-clobber; nothing was copied)",
+                                  dst_fs.url(target))
+
+
 def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args) -> list[dict]:
     """Copy a file or (with -r) a directory tree; returns one record per file copied.
 
@@ -186,6 +226,7 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
         raise FileNotFoundError(errno.ENOENT, "No such directory (a destination ending in '/' names a directory)",
                                 dst_fs.url(dst))
     skipped: list = []
+    created: list[tuple[str, int]] = []
     if not info.is_dir:
         pairs = [(src, dst, info.size)]
     elif not args.recursive:
@@ -193,10 +234,10 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
     else:
         plan = plan_copy(src_fs, src, dst_fs, dst, links=args.links)
         pairs, skipped = plan.files, plan.skipped
+        if args.no_clobber:
+            _refuse_clobbering(dst_fs, plan)
         # As cp -r: the tree's new root is made, its parent must exist (FileNotFoundError).
-        dst_fs.mkdir(dst, exist_ok=True)
-        for directory in plan.directories[1:]:
-            dst_fs.mkdir(directory, exist_ok=True)
+        created = _make_directories(src_fs, dst_fs, plan)
         for link, target in plan.links:
             copy_link(link, dst_fs.local_path(target), overwrite=not args.no_clobber)
         for source, reason in skipped:
@@ -248,6 +289,8 @@ def _copy_tree(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, args)
             if n not in done:
                 done[n] = one(pair)
         records = [done[n] for n, _ in indexed]
+        for directory, mode in reversed(created):  # deepest first: a read-only one was filled
+            dst_fs.chmod(directory, mode)
     finally:
         if bar:
             bar.close()

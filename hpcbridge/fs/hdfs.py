@@ -657,6 +657,15 @@ class HdfsFileSystem(FileSystem):
                            f"renaming {self.url(src)}: HDFS does not replace an existing destination")
         self._call("rename", src, self.client.rename, src, dst, False)
 
+    def _replace_file(self, src: str, dst: str) -> bool:
+        """Rename file ``src`` over the existing file ``dst`` in one NameNode call (rename with
+        OVERWRITE), so that no moment exists where ``dst`` is gone; False where the driver cannot
+        (libhdfs's hdfsRename never replaces) and the caller must remove ``dst`` first."""
+        if self.driver == "libhdfs":
+            return False
+        self._call("rename", src, self.client.rename, src, dst, True)
+        return True
+
     def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
         # A closed HDFS file changes only by append (new length and mtime), so its layout is cached
         # per (length, mtime) -- but only once every block reports all its replicas (the NameNode

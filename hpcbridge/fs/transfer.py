@@ -9,6 +9,7 @@ reused buffer with ``readinto``, so a copy costs no allocation per chunk.
 from __future__ import annotations
 
 import errno
+import os
 import uuid
 from collections.abc import Callable
 
@@ -74,6 +75,7 @@ def copy_file(
         if not overwrite:
             raise dst_fs._error(errno.EEXIST, dst, "pass overwrite=True to replace it")
     partial = _partial_name(dst)
+    removed = False  # the destination replaced was removed (a service whose rename cannot replace)
     buffer = bytearray(min(chunk_size, max(info.size, 1)))
     view = memoryview(buffer)
     copied = 0
@@ -96,13 +98,57 @@ def copy_file(
                                                 "was left as it was")
         if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
             dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
-        if not dst_fs.capabilities.rename_replaces and dst_fs.exists(dst):
+        replace = getattr(dst_fs, "_replace_file", None)
+        if not overwrite:
+            # Never remove or replace what appeared at dst meanwhile: link(2) refuses it, and
+            # so does HDFS's rename.
+            if not _link_into_place(dst_fs, partial, dst):
+                dst_fs.rename(partial, dst)
+        elif dst_fs.capabilities.rename_replaces or not dst_fs.exists(dst):
+            dst_fs.rename(partial, dst)
+        elif replace is None or not replace(partial, dst):
+            removed = True  # from here the partial file is the only copy: never remove it
             dst_fs.rm(dst)
-        dst_fs.rename(partial, dst)
+            dst_fs.rename(partial, dst)
     except BaseException:
-        try:
-            dst_fs.rm(partial)
-        except OSError:
-            pass
+        if removed:
+            _put_in_place(dst_fs, partial, dst)
+        else:
+            try:
+                dst_fs.rm(partial)
+            except OSError:
+                pass
         raise
     return copied
+
+
+def _put_in_place(dst_fs: FileSystem, partial: str, dst: str) -> None:
+    """After the destination was removed for a copy that then failed (Ctrl-C between the remove
+    and the rename): the complete copy takes its place, or, where that fails, stays under its
+    hidden partial name, rather than leaving neither the old file nor the new one."""
+    try:
+        if dst_fs.exists(dst):  # not removed after all (or already renamed): the partial file goes
+            dst_fs.rm(partial)
+        elif dst_fs.exists(partial):
+            dst_fs.rename(partial, dst)
+    except OSError:
+        pass
+
+
+def _link_into_place(dst_fs: FileSystem, partial: str, dst: str) -> bool:
+    """``overwrite=False`` on a local file system: put the copy in place with link(2), which
+    refuses an existing name, where rename(2) would replace a file made at ``dst`` while the
+    copy ran (checked only before it). False where hard links are not available: rename then."""
+    from .posix import PosixFileSystem
+
+    if not isinstance(dst_fs, PosixFileSystem):
+        return False
+    source, target = dst_fs.local_path(partial), dst_fs.local_path(dst)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise dst_fs._error(errno.EEXIST, dst, "pass overwrite=True to replace it") from None
+    except OSError:
+        return False
+    os.unlink(source)
+    return True

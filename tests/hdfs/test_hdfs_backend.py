@@ -623,3 +623,71 @@ def test_an_exclusive_create_of_a_file_being_written_is_eexist(hdfs, hdfs_root, 
         with pytest.raises(FileExistsError):
             hdfs.create(path, overwrite=False)
     assert hdfs.read_bytes(path) == b"a"
+
+
+def test_put_r_and_get_r_keep_directory_permissions(hdfs_cluster, hdfs_driver, hdfs, hdfs_root, tmp_path,
+                                                    monkeypatch, capsys):
+    """Copies into HDFS keep the source's permission bits (cli.md), directories too: a private
+    local directory was uploaded as 0755 (its file 0600), and came back from HDFS as 0755."""
+    from hpcbridge.cli.main import main
+
+    src = tmp_path / "src"
+    (src / "private").mkdir(parents=True)
+    (src / "private" / "key").write_bytes(b"k")
+    os.chmod(src / "private" / "key", 0o600)
+    os.chmod(src / "private", 0o700)
+    os.chmod(src, 0o750)
+    monkeypatch.setenv("HPCBRIDGE_HDFS_DRIVER", hdfs_driver)
+    url = f"{hdfs_cluster.info.url}{hdfs_root}/copy"
+    assert main(["put", "-r", str(src), url]) == 0, capsys.readouterr().err
+    assert {name: hdfs.info(f"{hdfs_root}/copy{name}").mode & 0o7777 for name in ("", "/private", "/private/key")} \
+        == {"": 0o750, "/private": 0o700, "/private/key": 0o600}
+    assert main(["get", "-r", url, str(tmp_path / "back")]) == 0, capsys.readouterr().err
+    assert [os.stat(tmp_path / "back" / name).st_mode & 0o7777 for name in (".", "private", "private/key")] \
+        == [0o750, 0o700, 0o600]
+
+
+def test_ctrl_c_while_a_copy_replaces_a_file_never_loses_both(hdfs, hdfs_root, tmp_path, monkeypatch):
+    """HDFS's plain rename does not replace, so a copy over an existing file removed it and then
+    renamed the partial file into place; Ctrl-C between the two removed the partial file too,
+    leaving neither the old file nor the new one. hdfs-native now replaces in one call (rename
+    with OVERWRITE); libhdfs, which cannot, puts the complete copy in place."""
+    from hpcbridge.fs.transfer import copy_file
+
+    local = hpcbridge.connect("file://")
+    (tmp_path / "new").write_bytes(b"new contents")
+    hdfs.write_bytes(f"{hdfs_root}/dst", b"old contents")
+    real_rename, calls = hdfs.rename, []
+
+    def interrupted_once(src, dst):
+        calls.append(src)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C landing just before the rename call
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(hdfs, "rename", interrupted_once)
+    try:
+        copy_file(local, str(tmp_path / "new"), hdfs, f"{hdfs_root}/dst")
+    except KeyboardInterrupt:
+        pass
+    assert hdfs.read_bytes(f"{hdfs_root}/dst") in (b"old contents", b"new contents")
+    assert [n for n in hdfs.ls(hdfs_root) if "partial" in n] == []
+
+
+def test_no_overwrite_keeps_a_file_made_while_the_copy_runs(hdfs, hdfs_root, tmp_path):
+    """copy_file(overwrite=False) (put -n) checked the destination only before copying, then
+    removed what appeared there meanwhile to rename its copy into place; now HDFS's rename,
+    which refuses an existing file, keeps it (FsShell -put without -f fails the same way)."""
+    from hpcbridge.fs.transfer import copy_file
+
+    (tmp_path / "src").write_bytes(b"x" * 100_000)
+
+    def someone_else_writes(_n):
+        if not hdfs.exists(f"{hdfs_root}/dst"):
+            hdfs.write_bytes(f"{hdfs_root}/dst", b"theirs")
+
+    with pytest.raises(FileExistsError):
+        copy_file(hpcbridge.connect("file://"), str(tmp_path / "src"), hdfs, f"{hdfs_root}/dst", overwrite=False,
+                  chunk_size=50_000, progress=someone_else_writes)
+    assert hdfs.read_bytes(f"{hdfs_root}/dst") == b"theirs"
+    assert hdfs.ls(hdfs_root) == [f"{hdfs_root}/dst"]
