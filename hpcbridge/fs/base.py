@@ -342,6 +342,18 @@ class FileSystem(abc.ABC):
             return
         self._rename(s, d)
 
+    def _replace_file(self, src: str, dst: str) -> bool:
+        """Rename file ``src`` over the existing file ``dst`` in one call, so that ``dst`` is never
+        missing meanwhile, where ``rename`` cannot replace (``capabilities.rename_replaces``
+        false: HDFS). False where the backend cannot either: the caller removes ``dst`` first."""
+        return False
+
+    def _rename_no_replace(self, src: str, dst: str) -> bool:
+        """Rename file ``src`` to ``dst`` only if ``dst`` does not exist, in one call that refuses
+        an existing ``dst`` (FileExistsError); False where the backend has no such call (then a
+        plain ``rename``, which refuses an existing file where ``rename_replaces`` is false)."""
+        return False
+
     def block_locations(self, path, start: int = 0, length: int | None = None) -> list[BlockLocation]:
         """Where the bytes ``[start, start+length)`` of a file are stored.
 

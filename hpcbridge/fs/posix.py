@@ -434,6 +434,19 @@ class PosixFileSystem(FileSystem):
         else:
             shutil.rmtree(path, onerror=fail)
 
+    def _rename_no_replace(self, src: str, dst: str) -> bool:
+        """link(2), which refuses an existing name, then unlink of ``src``: rename(2) would
+        replace a file made at ``dst`` meanwhile. False where hard links are not available."""
+        source, target = self.local_path(src), self.local_path(dst)
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            raise self._error(errno.EEXIST, dst, "pass overwrite=True to replace it") from None
+        except OSError:
+            return False
+        os.unlink(source)
+        return True
+
     def _rename(self, src: str, dst: str) -> None:
         try:
             os.rename(src, dst)

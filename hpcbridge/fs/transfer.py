@@ -9,7 +9,6 @@ reused buffer with ``readinto``, so a copy costs no allocation per chunk.
 from __future__ import annotations
 
 import errno
-import os
 import uuid
 from collections.abc import Callable
 
@@ -98,15 +97,14 @@ def copy_file(
                                                 "was left as it was")
         if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
             dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
-        replace = getattr(dst_fs, "_replace_file", None)
         if not overwrite:
             # Never remove or replace what appeared at dst meanwhile: link(2) refuses it, and
             # so does HDFS's rename.
-            if not _link_into_place(dst_fs, partial, dst):
+            if not dst_fs._rename_no_replace(partial, dst):
                 dst_fs.rename(partial, dst)
         elif dst_fs.capabilities.rename_replaces or not dst_fs.exists(dst):
             dst_fs.rename(partial, dst)
-        elif replace is None or not replace(partial, dst):
+        elif not dst_fs._replace_file(partial, dst):
             removed = True  # from here the partial file is the only copy: never remove it
             dst_fs.rm(dst)
             dst_fs.rename(partial, dst)
@@ -133,22 +131,3 @@ def _put_in_place(dst_fs: FileSystem, partial: str, dst: str) -> None:
             dst_fs.rename(partial, dst)
     except OSError:
         pass
-
-
-def _link_into_place(dst_fs: FileSystem, partial: str, dst: str) -> bool:
-    """``overwrite=False`` on a local file system: put the copy in place with link(2), which
-    refuses an existing name, where rename(2) would replace a file made at ``dst`` while the
-    copy ran (checked only before it). False where hard links are not available: rename then."""
-    from .posix import PosixFileSystem
-
-    if not isinstance(dst_fs, PosixFileSystem):
-        return False
-    source, target = dst_fs.local_path(partial), dst_fs.local_path(dst)
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        raise dst_fs._error(errno.EEXIST, dst, "pass overwrite=True to replace it") from None
-    except OSError:
-        return False
-    os.unlink(source)
-    return True
