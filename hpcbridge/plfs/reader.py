@@ -141,7 +141,10 @@ def _hidden_writers(container: Container) -> str | None:
     """
     if container.fs.capabilities.visible_writes:
         return None  # POSIX: a crashed writer's flushed bytes are all there (no listing spent)
-    opened = container.open_writers()
+    try:
+        opened = container.open_writers()
+    except FileNotFoundError:  # a container made by another tool, without openhosts/
+        return None
     closed = container.closed_writers() if opened else {}
     hidden = []
     for record in opened:
