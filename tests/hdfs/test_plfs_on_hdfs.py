@@ -211,7 +211,9 @@ def test_integrity_checks_on_hdfs(plfs_url, hdfs_options, hdfs, hdfs_cluster):
 def test_reading_around_a_killed_writer_under_lease_raises_until_recover(plfs_url, hdfs_options, tmp_path):
     """A killed writer's logs stay under lease: HDFS shows them only up to their last complete
     block, so its synced writes read back as zeros (or not at all) until `plfs recover`. A read
-    or an export then must fail naming the cause (EBUSY, the writer, recover), not answer wrong."""
+    or an export then must fail naming the cause (EBUSY, the writer, recover), not answer wrong;
+    a writer opening meanwhile, unable to see the dead writer's sequence numbers, must still
+    draw greater ones (it lost to the dead writer's older bytes at offset 0 on the native driver)."""
     import errno
     import warnings
 
@@ -236,6 +238,11 @@ def test_reading_around_a_killed_writer_under_lease_raises_until_recover(plfs_ur
     assert main(["plfs", "export", url, str(tmp_path / "out")]) == 1
     assert not (tmp_path / "out").exists()
     assert main(["plfs", "check", url]) == 1
+    # A later process writes while the lease still hides the dead writer's records: its write
+    # must still win over the dead writer's once that is recovered.
+    done = subprocess.run([sys.executable, "-c", _WRITE_AND_CLOSE, url, *_args(hdfs_options)], timeout=120)
+    assert done.returncode == 0
+    expected = b"N" * 1024 + expected[1024:]
     started = time.monotonic()
     assert main(["plfs", "recover", url]) == 0
     assert time.monotonic() - started < 30  # lease recovery, not the 60 s soft limit
