@@ -324,10 +324,11 @@ class Container:
         fs, hostdir = self.place(writer)
         return fs, f"{hostdir}/data.{writer:08x}"
 
-    def mark_open(self, writer: int) -> None:
-        """Record that ``writer`` is open (removed at close; left behind by a crash)."""
+    def mark_open(self, writer: int, sequence: int = 0) -> None:
+        """Record that ``writer`` is open (removed at close; left behind by a crash).
+        ``sequence``: the next sequence number its process draws (see :meth:`max_sequence`)."""
         record = json.dumps({"writer": writer, "host": socket.gethostname(), "pid": os.getpid(),
-                             "opened": time.time()}).encode()
+                             "opened": time.time(), "sequence": sequence}).encode()
         path = f"{self.path}/{OPEN_DIR}/{writer:08x}"
         try:
             with self.fs.open(path, "xb") as f:
@@ -502,18 +503,40 @@ class Container:
         record before it removes its open record, so one closing meanwhile is in one or the
         other (read the other way round, it could be in neither, and a writer opening now draw
         numbers below its writes)."""
-        opened = {int(w.get("writer", 0)) for w in self.open_writers()}
+        open_records = {int(w.get("writer", 0)): w for w in self.open_writers()}
         metas = self.metas()
         highest = max((m.get("max_sequence", 0) for m in metas), default=0)
         closed = self.closed_writers(metas)
-        unclosed = opened - set(closed)
+        unclosed = set(open_records) - set(closed)
         if unclosed:
             logs = [log for log in self.index_logs() if log[0] in unclosed]
             records, _ = self.read_index_logs(logs, "skip", closed, complete=False)
             if len(records):
                 last = records["sequence"] + records["count"].astype(np.uint64) - np.uint64(1)
                 highest = max(highest, int(last.max()))
+        hidden = [open_records[w] for w in unclosed if not self.place(w)[0].capabilities.visible_writes]
+        if hidden:
+            highest = max(highest, self._hidden_sequences(hidden, highest))
         return highest
+
+    #: Sequence numbers an unclosed writer whose index log is hidden may have drawn since it
+    #: opened (2**40 writes), for :meth:`max_sequence`.
+    HIDDEN_SEQUENCES = 1 << 40
+
+    def _hidden_sequences(self, open_records: list[dict], highest: int) -> int:
+        """An upper bound of the sequence numbers of unclosed writers whose index logs the
+        backing store hides: HDFS shows a file under lease (a writer open, or killed and not yet
+        recovered) only up to its last complete block, so their synced records cannot be read
+        and a writer opening now would draw numbers below them, and lose to a dead writer's
+        older writes once it is recovered. Each open record holds the next number its process
+        would draw at the open; a writer of this very process drew from this process's own
+        counter, which is above its numbers already."""
+        me = (socket.gethostname(), os.getpid())
+        bound = 0
+        for record in open_records:
+            if (record.get("host"), record.get("pid")) != me:
+                bound = max(bound, int(record.get("sequence") or highest) + self.HIDDEN_SEQUENCES)
+        return bound
 
     # -- index ------------------------------------------------------------------------------------
     def read_index_logs(self, logs, on_corruption: str = "raise",

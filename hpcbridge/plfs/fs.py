@@ -278,7 +278,9 @@ class PlfsFileSystem(FileSystem):
             container.marker  # opened through all its volumes, or MissingVolumesError
             size = container.summary_size()
             if size is None:  # a writer is open (or crashed): only the index tells
-                size = load_index(container, "skip")[0].size
+                # (on HDFS only up to its logs' last complete blocks until it closes or is
+                # recovered: a stat states the visible size; reads raise, see load_index)
+                size = load_index(container, "skip", quiet=True)[0].size
             # Replication and block size are the logs': the marker is a file made like them (the
             # directory's are not: HDFS gives directories replication 0).
             return FileInfo(path, self.url(path), FileType.FILE, size, backing_info.mtime,

@@ -69,13 +69,16 @@ def index_version(container: Container, logs) -> tuple:
             tuple(sorted((m.path, m.size) for m in metas)))
 
 
-def load_index(container: Container, on_corruption: str = "raise", comm=None):
+def load_index(container: Container, on_corruption: str = "raise", comm=None, quiet: bool = False):
     """Merge every writer's index log into a :class:`GlobalIndex`; returns ``(index, damage)``.
 
     A valid persisted flattened index (``hpcbridge plfs flatten``) is used instead of the logs;
     one that fails its checks is reported (a warning) and ignored. With an MPI communicator,
     each rank reads its share of the index logs and the records are allgathered, instead of
     every rank reading everything.
+
+    A writer still open (or crashed) on HDFS makes it raise EBUSY (``on_corruption="skip"``: a
+    warning, none with ``quiet``): see :func:`_hidden_writers`.
     """
     from .tools import load_flat
 
@@ -88,6 +91,16 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
     for damage in flat_damage:
         warnings.warn(f"{damage.text()}: reading the index logs instead", PlfsCorruptionWarning, stacklevel=3)
     logs = container.index_logs(sizes=True)
+    if not quiet:
+        # Decided once for all ranks: ranks that disagreed (a writer closing meanwhile) would
+        # leave the others waiting in the allgather below.
+        why = _hidden_writers(container) if comm is None or comm.rank == 0 else None
+        if comm is not None and comm.size > 1:
+            why = comm.bcast(why, root=0)
+        if why is not None and on_corruption == "raise":
+            raise OSError(errno.EBUSY, why, container.url)
+        if why is not None:
+            warnings.warn(f"{container.url}: {why}", PlfsCorruptionWarning, stacklevel=3)
     key = None
     if comm is None or comm.size == 1:
         key = index_version(container, logs)
@@ -116,6 +129,33 @@ def load_index(container: Container, on_corruption: str = "raise", comm=None):
             while len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
     return index, damage
+
+
+def _hidden_writers(container: Container) -> str | None:
+    """Why reading now would miss synced data of an unclosed writer, or None.
+
+    HDFS shows a file still being written (open, or left under lease by a killed writer) only up
+    to its last complete block: what the writer synced after it, index and data alike, stays
+    invisible until it closes or lease recovery (``hpcbridge plfs recover``) closes its logs.
+    Read then, its synced writes would come back as holes (zeros) without a word.
+    """
+    if container.fs.capabilities.visible_writes:
+        return None  # POSIX: a crashed writer's flushed bytes are all there (no listing spent)
+    try:
+        opened = container.open_writers()
+    except FileNotFoundError:  # a container made by another tool, without openhosts/
+        return None
+    closed = container.closed_writers() if opened else {}
+    hidden = []
+    for record in opened:
+        writer = int(record.get("writer", 0))
+        if writer not in closed and not container.place(writer)[0].capabilities.visible_writes:
+            hidden.append(f"{writer:08x} (host {record.get('host', '?')}, pid {record.get('pid', '?')})")
+    if not hidden:
+        return None
+    return (f"{len(hidden)} writer(s) still open or crashed: {', '.join(hidden)}; the backing store shows "
+            "their logs only up to their last complete block until they close, so what they synced would "
+            "read as holes. Close them, or run `hpcbridge plfs recover` once they are gone (lease recovery)")
 
 
 class _Run:

@@ -65,6 +65,15 @@ def advance_sequence(floor: int) -> None:
         _sequence = itertools.count(start)
 
 
+def current_sequence() -> int:
+    """The next sequence number of this process, not taken."""
+    global _sequence
+    with _sequence_lock:
+        current = next(_sequence)
+        _sequence = itertools.count(current)
+        return current
+
+
 def sequences_for(n: int) -> int:
     """How many sequence numbers a write of ``n`` bytes takes (one per record of at most
     MAX_RECORD_SPAN bytes)."""
@@ -197,7 +206,7 @@ class PlfsWriter:
         self.visible_writes = fs.capabilities.visible_writes
         with errors_named(f"creating the host directory {fs.url(hostdir)}", container.url):
             fs.mkdir(hostdir, exist_ok=True)
-        container.mark_open(writer)  # exclusive: a writer id in use fails here
+        container.mark_open(writer, current_sequence())  # exclusive: a writer id in use fails here
         try:
             self.data = _AppendLog(fs, f"{hostdir}/{data_log_name(writer)}", self.DATA_BUFFER, "data log",
                                    container.url)

@@ -206,3 +206,45 @@ def test_integrity_checks_on_hdfs(plfs_url, hdfs_options, hdfs, hdfs_cluster):
     hdfs.rm(f"/{root}/gone", recursive=True)
     with pytest.raises(OSError, match=rf"PLFS container plfs\+hdfs://\S+/{root}/gone"):
         f.close()
+
+
+def test_reading_around_a_killed_writer_under_lease_raises_until_recover(plfs_url, hdfs_options, tmp_path):
+    """A killed writer's logs stay under lease: HDFS shows them only up to their last complete
+    block, so its synced writes read back as zeros (or not at all) until `plfs recover`. A read
+    or an export then must fail naming the cause (EBUSY, the writer, recover), not answer wrong;
+    a writer opening meanwhile, unable to see the dead writer's sequence numbers, must still
+    draw greater ones (it lost to the dead writer's older bytes at offset 0 on the native driver)."""
+    import errno
+    import warnings
+
+    from hpcbridge.cli.main import main
+    from hpcbridge.plfs import PlfsCorruptionWarning
+
+    url = f"{plfs_url}/leased"
+    with hpcbridge.plfs.open(url, "wb", shared=True, **hdfs_options) as f:  # a closed writer beside it
+        f.pwrite(b"C" * 1024, 189 * 1024)
+    killed = subprocess.run([sys.executable, "-c", _FLUSH_THEN_KILL, url, *_args(hdfs_options)], timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    expected = b"".join(bytes([i % 251 + 1]) * 1024 for i in range(189)) + b"C" * 1024
+    with pytest.raises(OSError, match=r"1 writer\(s\) still open or crashed: .*plfs recover") as raised:
+        with hpcbridge.plfs.open(url, "rb", **hdfs_options) as f:
+            f.read()
+    assert raised.value.errno == errno.EBUSY
+    with warnings.catch_warnings(record=True) as caught:  # skip: what is visible, with a warning
+        warnings.simplefilter("always")
+        with hpcbridge.plfs.open(url, "rb", on_corruption="skip", **hdfs_options) as f:
+            f.read()
+    assert any(issubclass(w.category, PlfsCorruptionWarning) and "plfs recover" in str(w.message) for w in caught)
+    assert main(["plfs", "export", url, str(tmp_path / "out")]) == 1
+    assert not (tmp_path / "out").exists()
+    assert main(["plfs", "check", url]) == 1
+    # A later process writes while the lease still hides the dead writer's records: its write
+    # must still win over the dead writer's once that is recovered.
+    done = subprocess.run([sys.executable, "-c", _WRITE_AND_CLOSE, url, *_args(hdfs_options)], timeout=120)
+    assert done.returncode == 0
+    expected = b"N" * 1024 + expected[1024:]
+    started = time.monotonic()
+    assert main(["plfs", "recover", url]) == 0
+    assert time.monotonic() - started < 30  # lease recovery, not the 60 s soft limit
+    with hpcbridge.plfs.open(url, "rb", **hdfs_options) as f:
+        assert f.read() == expected
