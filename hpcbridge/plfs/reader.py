@@ -29,6 +29,7 @@ import contextlib
 import errno
 import itertools
 import os
+import socket
 import threading
 import warnings
 
@@ -138,6 +139,9 @@ def _hidden_writers(container: Container) -> str | None:
     to its last complete block: what the writer synced after it, index and data alike, stays
     invisible until it closes or lease recovery (``hpcbridge plfs recover``) closes its logs.
     Read then, its synced writes would come back as holes (zeros) without a word.
+
+    Writers of this very process are left to it: it knows them, and closes them before it reads
+    what they wrote where it must (the mount daemon publishes its writers before a read).
     """
     if container.fs.capabilities.visible_writes:
         return None  # POSIX: a crashed writer's flushed bytes are all there (no listing spent)
@@ -145,6 +149,8 @@ def _hidden_writers(container: Container) -> str | None:
         opened = container.open_writers()
     except FileNotFoundError:  # a container made by another tool, without openhosts/
         return None
+    me = (socket.gethostname(), os.getpid())
+    opened = [r for r in opened if (r.get("host"), r.get("pid")) != me]
     closed = container.closed_writers() if opened else {}
     hidden = []
     for record in opened:

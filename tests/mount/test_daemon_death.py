@@ -74,7 +74,9 @@ def test_sigkill_during_write(backing, request, tmp_path):
         assert mountpoint not in hpcbridge.mount.mounts()
         block = bytes(range(256)) * 4096
         if backing == "hdfs":  # the dead writer's logs are still leased: recover them first
-            hpcbridge.plfs.open(f"{url}/ckpt").close()
+            with pytest.raises(OSError) as busy:  # until then a read would miss what it synced
+                hpcbridge.plfs.open(f"{url}/ckpt").close()
+            assert busy.value.errno == errno.EBUSY and "hpcbridge plfs recover" in str(busy.value)
             from hpcbridge.plfs import tools
 
             fs, path = hpcbridge.url_to_fs(f"{url}/ckpt")
