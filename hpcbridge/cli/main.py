@@ -24,7 +24,7 @@ from .. import __version__
 from ..errors import HpcbridgeError
 from ..fs.api import connect, url_to_fs
 from ..fs.base import FileSystem
-from ..fs.transfer import copy_file
+from ..fs.transfer import copy_file, keeps_permissions
 from .copyplan import LINK_MODES, copy_link, plan_copy
 from .dask_cmd import add_dask_parser
 
@@ -179,7 +179,7 @@ def _make_directories(src_fs: FileSystem, dst_fs: FileSystem, plan) -> list[tupl
     keeps its own). A private directory is private from the start: it is made with the owner's
     bits added (so the copy can fill it) and the exact bits are set at the end (a read-only one).
     """
-    keep = src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod")
+    keep = keeps_permissions(src_fs, dst_fs)
     pending = []
     for directory in plan.directories:
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from .base import FileSystem
 from .url import hidden_sibling
 
-__all__ = ["copy_file", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["copy_file", "keeps_permissions", "DEFAULT_CHUNK_SIZE"]
 
 DEFAULT_CHUNK_SIZE = 8 << 20
 
@@ -95,7 +95,7 @@ def copy_file(
         if copied != info.size:  # the source ended early (it shrank, or is damaged): name it
             raise src_fs._error(errno.EIO, src, f"read {copied} of its {info.size} bytes; {dst_fs.url(dst)} "
                                                 "was left as it was")
-        if src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod"):
+        if keeps_permissions(src_fs, dst_fs):
             dst_fs.chmod(partial, info.mode & 0o7777)  # as cp: the source's permission bits
         if not overwrite:
             # Never remove or replace what appeared at dst meanwhile: link(2) refuses it, and
@@ -118,6 +118,12 @@ def copy_file(
                 pass
         raise
     return copied
+
+
+def keeps_permissions(src_fs: FileSystem, dst_fs: FileSystem) -> bool:
+    """Whether a copy from ``src_fs`` to ``dst_fs`` gives the copy its source's permission bits,
+    as ``cp`` does: both keep permission bits and the destination can set them."""
+    return src_fs.capabilities.permissions and dst_fs.capabilities.permissions and hasattr(dst_fs, "chmod")
 
 
 def _put_in_place(dst_fs: FileSystem, partial: str, dst: str) -> None:

@@ -593,9 +593,8 @@ class BridgeOperations(mfusepy.Operations):
         """A POSIX backend's own access and change times, link count and allocated blocks (the
         library's FileInfo has only mtime): ``touch -a``, ``utime``, sparse files and directories'
         link counts show as on the disk."""
-        try:
-            local = self.fs.local_path(self.backend_path(path))
-        except io.UnsupportedOperation:
+        local = self._local(self.backend_path(path))
+        if local is None:
             return
         try:
             st = os.stat(local)
@@ -1085,12 +1084,9 @@ class BridgeOperations(mfusepy.Operations):
         PUNCH_HOLE, ZERO_RANGE...); EOPNOTSUPP elsewhere (PLFS logs and HDFS files cannot
         reserve space or punch holes; glibc's posix_fallocate then writes the zeros itself)."""
         handle = self._handle(fi)
-        if self.plfs:
+        local = self._local(self.backend_path(handle.path))
+        if local is None:
             raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
-        try:
-            local = self.fs.local_path(self.backend_path(handle.path))
-        except io.UnsupportedOperation:
-            raise mfusepy.FuseOSError(errno.EOPNOTSUPP) from None
         fd = os.open(local, os.O_WRONLY)
         try:
             if _fallocate(fd, mode, offset, length) != 0:

@@ -92,6 +92,12 @@ def _writer_entries(records: list[dict]) -> dict[int, dict]:
     return out
 
 
+def of_this_process(record: dict) -> bool:
+    """Whether an open record (``openhosts/<writer>``, see :meth:`Container.mark_open`) is of a
+    writer of this very process, which knows its own writers."""
+    return (record.get("host"), record.get("pid")) == (socket.gethostname(), os.getpid())
+
+
 class Container:
     """The parts of one logical file: ``volumes`` are ``(file system, container path)`` pairs, the
     first being canonical (marker, metadata, open-writer records)."""
@@ -531,10 +537,9 @@ class Container:
         older writes once it is recovered. Each open record holds the next number its process
         would draw at the open; a writer of this very process drew from this process's own
         counter, which is above its numbers already."""
-        me = (socket.gethostname(), os.getpid())
         bound = 0
         for record in open_records:
-            if (record.get("host"), record.get("pid")) != me:
+            if not of_this_process(record):
                 bound = max(bound, int(record.get("sequence") or highest) + self.HIDDEN_SEQUENCES)
         return bound
 

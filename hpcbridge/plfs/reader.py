@@ -29,7 +29,6 @@ import contextlib
 import errno
 import itertools
 import os
-import socket
 import threading
 import warnings
 
@@ -39,7 +38,7 @@ from ..errors import os_error
 from ..fs.pool import CallPool
 from ..fs.posix import IOV_MAX as _IOV_MAX
 from ..fs.ranges import FEW, merge_few_ranges, merge_ranges
-from .container import Container, PlfsCorruptionError
+from .container import Container, PlfsCorruptionError, of_this_process
 from .format import data_crc, data_crcs
 from .index import GlobalIndex
 
@@ -149,8 +148,7 @@ def _hidden_writers(container: Container) -> str | None:
         opened = container.open_writers()
     except FileNotFoundError:  # a container made by another tool, without openhosts/
         return None
-    me = (socket.gethostname(), os.getpid())
-    opened = [r for r in opened if (r.get("host"), r.get("pid")) != me]
+    opened = [r for r in opened if not of_this_process(r)]
     closed = container.closed_writers() if opened else {}
     hidden = []
     for record in opened:
