@@ -460,6 +460,11 @@ def wrap_raw(raw, mode: OpenMode, buffering: int = -1, encoding=None, errors=Non
     if buffering == 0:
         if mode.text:
             raise ValueError(f"can't have unbuffered text I/O on {raw.url}")
+        if mode.append:
+            # Fix the position at the end *now*, as open() does (the buffered classes ask tell()
+            # when they wrap the raw file): a RawFile resolves it lazily, and a truncate or
+            # another writer before the first tell() moved it to the new end.
+            raw.tell()
         return raw
     # FileSystem.open has checked ``buffering`` (an int, negative ones made -1) before opening.
     size = default_buffer_size if buffering in (-1, 1) else buffering

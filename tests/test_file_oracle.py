@@ -1,0 +1,100 @@
+"""File objects of ``hpcbridge.open`` against Python's own ``open`` on a local file (the oracle).
+
+The same operations run on a builtin file and on an hpcbridge file of each local backend
+(``file://``, ``memory://``, ``plfs+file://``); return values, positions, exception types and
+the bytes left in the file must agree. Differences documented as intended are left out:
+negative seek positions and truncate sizes raise ``ValueError`` (docs/file-api.md, Errors), PLFS
+handles are read-only or write-only, cannot truncate, and its writers are unbuffered
+(docs/plfs.md), so their oracle is ``buffering=0``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import uuid
+
+import pytest
+
+import hpcbridge
+
+BACKENDS = ("file", "memory", "plfs")
+INITIAL = b"line1\nline2\r\nline3\rlast"
+
+
+@pytest.fixture
+def place(tmp_path):
+    """``make(backend, name, data)`` -> ``(url, oracle_path)``: the same file on the backend and
+    as a plain local file; ``data=None`` leaves both missing."""
+    (tmp_path / "oracle").mkdir()
+    (tmp_path / "backend").mkdir()
+    store = uuid.uuid4().hex
+
+    def make(backend: str, name: str, data: bytes | None = INITIAL):
+        oracle = str(tmp_path / "oracle" / name)
+        url = {"file": f"file://{tmp_path}/backend/{name}",
+               "memory": f"memory://{store}/{name}",
+               "plfs": f"plfs+file://{tmp_path}/backend/{name}"}[backend]
+        fs, path = hpcbridge.url_to_fs(url)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+        if os.path.exists(oracle):
+            os.remove(oracle)
+        if data is not None:
+            with builtins.open(oracle, "wb") as f:
+                f.write(data)
+            fs.write_bytes(path, data)
+        return url, oracle
+
+    return make
+
+
+def outcome(call):
+    """What a call gave: ``("ok", value)`` or ``("error", the most telling builtin class)``."""
+    try:
+        value = call()
+    except Exception as exc:
+        kinds = (io.UnsupportedOperation, FileNotFoundError, FileExistsError, IsADirectoryError,
+                 NotADirectoryError, ValueError, OSError, TypeError)
+        return ("error", next((k.__name__ for k in kinds if isinstance(exc, k)), type(exc).__name__))
+    return ("ok", bytes(value) if isinstance(value, (bytearray, memoryview)) else value)
+
+
+def contents(url) -> bytes:
+    fs, path = hpcbridge.url_to_fs(url)
+    return fs.read_bytes(path)
+
+
+# -- found by this comparison ---------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["file", "memory"])
+@pytest.mark.parametrize("mode", ["ab", "a+b"])
+def test_unbuffered_append_position_is_the_end_at_open(place, backend, mode):
+    """open() puts an append handle at the end when it opens; a raw hpcbridge file found the end
+    at its first use, so another writer growing the file in between moved it: tell() was wrong
+    and a+b read the wrong bytes."""
+    url, oracle = place(backend, "a.bin")
+    ours, theirs = hpcbridge.open(url, mode, buffering=0), builtins.open(oracle, mode, buffering=0)
+    with ours, theirs:
+        for other in (hpcbridge.open(url, "r+b"), builtins.open(oracle, "r+b")):
+            with other:  # another handle grows the file before the first tell()
+                other.seek(0, io.SEEK_END)
+                other.write(b"grown")
+        assert ours.tell() == theirs.tell() == len(INITIAL)
+        if "+" in mode:
+            assert ours.read(3) == theirs.read(3) == b"gro"
+        assert ours.write(b"!") == theirs.write(b"!")
+        assert ours.tell() == theirs.tell()
+    assert contents(url) == builtins.open(oracle, "rb").read()
+
+
+@pytest.mark.parametrize("mode", ["ab", "a+b"])
+def test_unbuffered_append_position_survives_truncate(place, mode):
+    """truncate() does not move the position (ftruncate(2)): an append handle stays where it opened."""
+    url, oracle = place("memory", "t.bin")
+    ours, theirs = hpcbridge.open(url, mode, buffering=0), builtins.open(oracle, mode, buffering=0)
+    with ours, theirs:
+        assert outcome(lambda: ours.truncate(30)) == outcome(lambda: theirs.truncate(30))
+        assert ours.tell() == theirs.tell() == len(INITIAL)
+        if "+" in mode:
+            assert ours.read(7) == theirs.read(7) == bytes(7)  # the zeros truncate added
