@@ -98,3 +98,32 @@ def test_unbuffered_append_position_survives_truncate(place, mode):
         assert ours.tell() == theirs.tell() == len(INITIAL)
         if "+" in mode:
             assert ours.read(7) == theirs.read(7) == bytes(7)  # the zeros truncate added
+
+
+@pytest.mark.parametrize("backend", ["file", "memory"])
+@pytest.mark.parametrize("buffering", [0, -1])
+def test_rename_and_remove_while_open(place, backend, buffering):
+    """A handle keeps its file when the name goes (POSIX: the inode): writes buffered before a
+    rename land in the renamed file, and a removed file stays readable and writable until
+    closed. The memory backend looked its bytes up by name, so the close after a rename failed
+    with FileNotFoundError and lost everything written."""
+    url, oracle = place(backend, "r.bin", None)
+    fs, path = hpcbridge.url_to_fs(url)
+    with hpcbridge.open(url, "wb", buffering=buffering) as f, builtins.open(oracle, "wb", buffering=buffering) as g:
+        for handle in (f, g):
+            handle.write(b"abc")
+        fs.rename(path, path + ".moved")
+        os.rename(oracle, oracle + ".moved")
+        for handle in (f, g):
+            handle.write(b"def")
+    assert fs.read_bytes(path + ".moved") == builtins.open(oracle + ".moved", "rb").read() == b"abcdef"
+    assert fs.info(path + ".moved").mtime > 0
+    f, g = hpcbridge.open(url + ".moved", "r+b", buffering=buffering), builtins.open(oracle + ".moved", "r+b")
+    with f, g:
+        fs.rm(path + ".moved")
+        os.remove(oracle + ".moved")
+        assert f.read() == g.read() == b"abcdef"
+        assert f.write(b"!") == g.write(b"!")
+        assert f.seek(0) == g.seek(0) == 0
+        assert f.read() == g.read() == b"abcdef!"
+    assert not fs.exists(path + ".moved")

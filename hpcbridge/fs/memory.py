@@ -46,22 +46,30 @@ def _parent(path: str) -> str:
 
 
 class _MemoryRawFile(RawFile):
+    """An open memory file. It holds the file's bytearray itself, as a descriptor holds an inode:
+    renaming or removing the file while it is open leaves the handle reading and writing the
+    same bytes (under its new name, or nameless until closed), as on POSIX."""
+
     def __init__(self, fs: "MemoryFileSystem", path: str, mode: OpenMode):
         super().__init__(fs.url(path), mode)
         self._fs = fs
         self._path = path
+        self._bytes = fs._store.files[path]
 
-    def _data(self) -> bytearray:
-        data = self._fs._store.files.get(self._path)
-        if data is None:  # removed while open: POSIX keeps the inode; we keep it simple and refuse
-            raise self._fs._error(errno.ENOENT, self._path, "file was removed while open")
-        return data
+    def _touch(self) -> None:
+        """Set the mtime of the file this handle writes, under whatever name it has now (none
+        if it was removed); the caller holds the store's lock."""
+        store = self._fs._store
+        if self._path is not None and store.files.get(self._path) is not self._bytes:  # renamed or removed
+            self._path = next((p for p, b in store.files.items() if b is self._bytes), None)
+        if self._path is not None:
+            store.mtimes[self._path] = time.time()
 
     def preadinto(self, buffer, offset: int) -> int:
         view = writable_bytes(buffer, self.url)
         self._check_access(offset, len(view))
         with self._fs._store.lock:
-            data = self._data()
+            data = self._bytes
             chunk = data[offset:offset + len(view)]
             view[: len(chunk)] = chunk
             return len(chunk)
@@ -71,20 +79,20 @@ class _MemoryRawFile(RawFile):
         self._check_access(offset, len(view))
         store = self._fs._store
         with store.lock:
-            target = self._data()
+            target = self._bytes
             if not view:  # as pwrite(2): writing nothing does not extend the file
                 return 0
             end = offset + len(view)
             if end > len(target):
                 target.extend(bytes(end - len(target)))
             target[offset:end] = view
-            store.mtimes[self._path] = time.time()
+            self._touch()
         return len(view)
 
     def size(self) -> int:
         self._check_open()
         with self._fs._store.lock:
-            return len(self._data())
+            return len(self._bytes)
 
     def truncate(self, size: int | None = None) -> int:
         """Cut or zero-extend the file to ``size`` bytes (default: the current position)."""
@@ -95,12 +103,12 @@ class _MemoryRawFile(RawFile):
         check_offset(size, self.url, "size")
         store = self._fs._store
         with store.lock:
-            data = self._data()
+            data = self._bytes
             if size < len(data):
                 del data[size:]
             else:
                 data.extend(bytes(size - len(data)))
-            store.mtimes[self._path] = time.time()
+            self._touch()
         return size
 
 
