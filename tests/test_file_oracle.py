@@ -127,3 +127,15 @@ def test_rename_and_remove_while_open(place, backend, buffering):
         assert f.seek(0) == g.seek(0) == 0
         assert f.read() == g.read() == b"abcdef!"
     assert not fs.exists(path + ".moved")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["rb", "r"])
+@pytest.mark.parametrize("below", ["x", "x/y"])
+def test_open_below_a_file_is_not_a_directory(place, backend, mode, below):
+    """open(2) of a path under a file fails with ENOTDIR; memory and PLFS said ENOENT."""
+    url, oracle = place(backend, "f")
+    ours = outcome(lambda: hpcbridge.open(f"{url}/{below}", mode).close())
+    assert ours == outcome(lambda: builtins.open(f"{oracle}/{below}", mode).close()) == ("error", "NotADirectoryError")
+    missing = outcome(lambda: hpcbridge.open(f"{url}-missing/{below}", mode).close())
+    assert missing == outcome(lambda: builtins.open(f"{oracle}-missing/{below}", mode).close())

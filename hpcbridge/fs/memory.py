@@ -151,8 +151,9 @@ class MemoryFileSystem(FileSystem):
             if exists and mode.exclusive:
                 raise self._error(errno.EEXIST, path)
             if not exists:
-                if not mode.create:
-                    raise self._error(errno.ENOENT, path)
+                if not mode.create:  # as open(2): ENOTDIR where a parent is a file
+                    code = errno.ENOTDIR if self._is_under_file(_parent(path)) else errno.ENOENT
+                    raise self._error(code, path)
                 self._check_parent(path)
                 store.files[path] = bytearray()
                 store.mtimes[path] = time.time()

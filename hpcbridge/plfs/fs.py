@@ -337,6 +337,17 @@ class PlfsFileSystem(FileSystem):
             levels = None if levels is None else levels - 1
         return False
 
+    def _under_a_file(self, path: str) -> bool:
+        """Whether a parent of missing ``path`` is a file, logical or plain on the backing store:
+        where open(2) of it fails with ENOTDIR rather than ENOENT."""
+        try:
+            parent_type = self.backing._type(posixpath.dirname(self._backing_paths(path)[0]))
+        except NotADirectoryError:
+            return True
+        except FileNotFoundError:  # missing, or inside a container (a logical file)
+            parent_type = FileType.DIRECTORY
+        return parent_type != FileType.DIRECTORY or self._inside_a_file(path)
+
     def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
         first, *others = self._backing_paths(path)
         if self._is_container(path):
@@ -451,7 +462,8 @@ class PlfsFileSystem(FileSystem):
                 if self.backing.isdir(self._backing_paths(path)[0]):
                     self.container(path).refuse_volume_directory()
                     raise os_error(errno.EISDIR, self.url(path), BACKEND)
-                raise os_error(errno.ENOENT, self.url(path), BACKEND)
+                code = errno.ENOTDIR if self._under_a_file(path) else errno.ENOENT
+                raise os_error(code, self.url(path), BACKEND)
             container = self.container(path)
             return _PlfsReadRaw(self, path, self.reader(container), mode)
         container = self.container_for_writer(path, mode)
