@@ -139,3 +139,9 @@ def test_open_below_a_file_is_not_a_directory(place, backend, mode, below):
     assert ours == outcome(lambda: builtins.open(f"{oracle}/{below}", mode).close()) == ("error", "NotADirectoryError")
     missing = outcome(lambda: hpcbridge.open(f"{url}-missing/{below}", mode).close())
     assert missing == outcome(lambda: builtins.open(f"{oracle}-missing/{below}", mode).close())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mode_that_is_not_a_string(place, backend):
+    url, oracle = place(backend, "m")
+    assert outcome(lambda: hpcbridge.open(url, 5)) == outcome(lambda: builtins.open(oracle, 5)) == ("error", "TypeError")

@@ -55,10 +55,14 @@ class OpenMode:
 
         Raises
         ------
+        TypeError
+            For a mode that is not a string (as ``open``).
         ValueError
             For an invalid mode, naming the URL.
         """
-        if not isinstance(mode, str) or not mode:
+        if not isinstance(mode, str):
+            raise TypeError(f"mode must be a str, not {type(mode).__name__} ({url})")
+        if not mode:
             raise ValueError(f"invalid mode {mode!r} for {url}")
         chars = set(mode)
         kinds = chars & set("rwax")
