@@ -16,6 +16,8 @@ import os
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hpcbridge
 
@@ -145,3 +147,64 @@ def test_open_below_a_file_is_not_a_directory(place, backend, mode, below):
 def test_mode_that_is_not_a_string(place, backend):
     url, oracle = place(backend, "m")
     assert outcome(lambda: hpcbridge.open(url, 5)) == outcome(lambda: builtins.open(oracle, 5)) == ("error", "TypeError")
+
+
+# -- random operation sequences -------------------------------------------------------------------
+_DATA = st.sampled_from([b"ab", b"x\n", b"\r\nq", b"hello\nworld\n", "é\n".encode(), b"zz\r"])
+_OPERATIONS = st.one_of(
+    st.tuples(st.just("read"), st.sampled_from([-1, 0, 1, 3, 7, 50, None])),
+    st.tuples(st.just("readinto"), st.sampled_from([0, 1, 4, 30])),
+    st.tuples(st.just("readline"), st.sampled_from([-1, 0, 1, 3, 10])),
+    st.tuples(st.just("readlines"), st.sampled_from([-1, 0, 1, 5])),
+    st.tuples(st.just("seek"), st.sampled_from([0, 1, 2, 5, 40]), st.sampled_from([0, 1, 2])),
+    st.tuples(st.just("tell")),
+    st.tuples(st.just("write"), _DATA),
+    st.tuples(st.just("truncate"), st.sampled_from([None, 0, 2, 10, 30])),
+    st.tuples(st.just("flush")),
+    st.tuples(st.sampled_from(["readable", "writable", "seekable"])),
+    st.tuples(st.just("close")),
+)
+
+
+def _apply(f, operation, text: bool):
+    name, *args = operation
+    if name == "readinto":
+        if text:
+            return ("skip",)
+        buffer = bytearray(args[0])
+        return outcome(lambda: (f.readinto(buffer), bytes(buffer)))
+    if text and name == "write":
+        args = [args[0].decode()]
+    if text and name == "seek" and (args[1] != 0 or args[0] != 0):
+        args = [0, args[1]]  # text files seek to 0 or to cookies from tell()
+    if name == "tell" and text:
+        return outcome(lambda: f.tell() >= 0)  # cookies, not byte positions
+    return outcome(lambda: getattr(f, name)(*args))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["rb", "wb", "ab", "xb", "r+b", "w+b", "a+b", "r", "w", "a", "r+", "a+"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=st.lists(_OPERATIONS, max_size=12), buffering=st.sampled_from([0, -1, 5]))
+def test_operation_sequences_match_the_builtin_open(place, backend, mode, operations, buffering):
+    text = "b" not in mode
+    if text or backend == "plfs" and mode != "rb":
+        buffering = -1 if text or buffering != 0 else 0
+    if backend == "plfs":
+        if "+" in mode:
+            return  # read-only or write-only handles (docs/plfs.md)
+        operations = [o for o in operations if o[0] != "truncate"]  # capabilities.truncate is False
+    url, oracle = place(backend, "s", None if mode.startswith("x") else INITIAL)
+    # PLFS writers are unbuffered (docs/plfs.md): compare them with the raw builtin file.
+    oracle_buffering = 0 if backend == "plfs" and not text and mode != "rb" else buffering
+    ours = outcome(lambda: hpcbridge.open(url, mode, buffering=buffering))
+    theirs = outcome(lambda: builtins.open(oracle, mode, buffering=oracle_buffering))
+    assert ours[0] == theirs[0]
+    if ours[0] != "ok":
+        return
+    f, g = ours[1], theirs[1]
+    with f, g:
+        for operation in operations:
+            got, expected = _apply(f, operation, text), _apply(g, operation, text)
+            assert got == expected, (operation, operations)
+    assert contents(url) == builtins.open(oracle, "rb").read(), operations
