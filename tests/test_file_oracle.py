@@ -208,3 +208,21 @@ def test_operation_sequences_match_the_builtin_open(place, backend, mode, operat
             got, expected = _apply(f, operation, text), _apply(g, operation, text)
             assert got == expected, (operation, operations)
     assert contents(url) == builtins.open(oracle, "rb").read(), operations
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["rb", "wb"])
+def test_every_operation_on_a_closed_unbuffered_file_is_a_value_error(place, backend, mode):
+    """As FileIO: "I/O operation on closed file" (ValueError), also for truncate, which the
+    raw files of backends that cannot truncate refused as unsupported even once closed."""
+    url, oracle = place(backend, "c")
+    f, g = hpcbridge.open(url, mode, buffering=0), builtins.open(oracle, mode, buffering=0)
+    f.close()
+    g.close()
+    f.close()  # closing twice is fine
+    for name, args in [("read", (1,)), ("readinto", (bytearray(1),)), ("readline", ()), ("readlines", ()),
+                       ("write", (b"x",)), ("seek", (0,)), ("tell", ()), ("truncate", (0,)), ("flush", ()),
+                       ("readable", ()), ("writable", ()), ("seekable", ()), ("isatty", ()), ("__iter__", ()),
+                       ("__enter__", ())]:
+        expected = outcome(lambda: getattr(g, name)(*args))
+        assert outcome(lambda: getattr(f, name)(*args)) == expected == ("error", "ValueError"), name

@@ -215,6 +215,12 @@ class RawFile(io.RawIOBase):
         """Current size of the file in bytes."""
         raise io.UnsupportedOperation(f"size is not known for {self.url}")
 
+    def truncate(self, size: int | None = None) -> int:
+        """Refused where the backend cannot truncate (``capabilities.truncate`` false); on a
+        closed file ValueError first, as FileIO (io's default skipped that check)."""
+        self._check_open()
+        raise io.UnsupportedOperation(f"truncate: {self.url} cannot be truncated (capabilities.truncate is False)")
+
     def sync(self) -> None:
         """Make written data durable (default: nothing beyond ``flush``)."""
         self._check_open()
