@@ -226,3 +226,25 @@ def test_every_operation_on_a_closed_unbuffered_file_is_a_value_error(place, bac
                        ("__enter__", ())]:
         expected = outcome(lambda: getattr(g, name)(*args))
         assert outcome(lambda: getattr(f, name)(*args)) == expected == ("error", "ValueError"), name
+
+
+@pytest.mark.skipif(not hasattr(os, "SEEK_DATA"), reason="no SEEK_DATA/SEEK_HOLE on this platform")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("buffering", [0, -1, "readahead"])
+def test_seek_data_and_hole(place, backend, buffering):
+    """os.SEEK_DATA/SEEK_HOLE as FileIO answers them on a file without holes: the offset itself
+    (data), the end (hole), ENXIO at or past the end. hpcbridge's files refused the whence."""
+    from hpcbridge.fs.file import OpenMode
+    from hpcbridge.fs.readahead import ReadaheadReader
+
+    url, oracle = place(backend, "h")
+    for offset, whence in [(0, os.SEEK_DATA), (4, os.SEEK_DATA), (0, os.SEEK_HOLE), (7, os.SEEK_HOLE),
+                           (len(INITIAL), os.SEEK_DATA), (len(INITIAL), os.SEEK_HOLE), (99, os.SEEK_DATA)]:
+        if buffering == "readahead":  # HDFS's reader, over this backend's raw file
+            fs, path = hpcbridge.url_to_fs(url)
+            f = ReadaheadReader(fs._open_raw(path, OpenMode.parse("rb", url)), readahead=8)
+        else:
+            f = hpcbridge.open(url, "rb", buffering=buffering)
+        with f, builtins.open(oracle, "rb", buffering=0) as g:
+            expected = outcome(lambda: (g.seek(offset, whence), g.tell()))
+            assert outcome(lambda: (f.seek(offset, whence), f.tell())) == expected, (offset, whence)

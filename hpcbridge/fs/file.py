@@ -9,8 +9,10 @@ transfers go straight from the caller's buffer to the raw file without a copy.
 
 from __future__ import annotations
 
+import errno
 import io
 import operator
+import os
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
@@ -174,6 +176,19 @@ def scatter(views: list, preadinto, offset: int) -> int:
     return got
 
 
+#: ``os.SEEK_DATA`` and ``os.SEEK_HOLE`` where the platform has them (Linux: 3 and 4).
+SEEK_DATA_HOLE = {w for w in (getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)) if w is not None}
+
+
+def seek_data_hole(offset: int, whence: int, size: int, url: str) -> int:
+    """Where ``lseek(offset, SEEK_DATA | SEEK_HOLE)`` goes in a file of ``size`` bytes that keeps
+    no record of its holes (Linux's generic answer, as FileIO gives it on such file systems):
+    every byte is data and the only hole is the end. ENXIO at or past the end."""
+    if offset < 0 or offset >= size:
+        raise OSError(errno.ENXIO, f"{os.strerror(errno.ENXIO)}: offset {offset} (whence {whence})", url)
+    return offset if whence == getattr(os, "SEEK_DATA", None) else size
+
+
 class RawFile(io.RawIOBase):
     """Base class of unbuffered backend files that are not OS file descriptors.
 
@@ -310,6 +325,8 @@ class RawFile(io.RawIOBase):
             target = self._pos + offset
         elif whence == io.SEEK_END:
             target = self.size() + offset
+        elif whence in SEEK_DATA_HOLE:
+            target = seek_data_hole(offset, whence, self.size(), self.url)
         else:
             raise ValueError(f"invalid whence {whence} for {self.url}")
         if target < 0:

@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
-from .file import MAX_OFFSET, check_range, writable_bytes
+from .file import MAX_OFFSET, SEEK_DATA_HOLE, check_range, seek_data_hole, writable_bytes
 from .pool import calls_inline
 
 __all__ = ["ReadaheadReader", "ReadaheadStats", "DEFAULT_READAHEAD"]
@@ -144,6 +144,8 @@ class ReadaheadReader(io.BufferedIOBase):
         """Move the position (the window is kept: seeking back into it costs nothing)."""
         self._check_open()
         offset, whence = operator.index(offset), operator.index(whence)  # as BufferedReader: no floats
+        if whence in SEEK_DATA_HOLE:
+            offset, whence = seek_data_hole(offset, whence, self._size, self.url), io.SEEK_SET
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
         if base is None:
             raise ValueError(f"invalid whence {whence} for {self.url}")
