@@ -248,3 +248,29 @@ def test_seek_data_and_hole(place, backend, buffering):
         with f, builtins.open(oracle, "rb", buffering=0) as g:
             expected = outcome(lambda: (g.seek(offset, whence), g.tell()))
             assert outcome(lambda: (f.seek(offset, whence), f.tell())) == expected, (offset, whence)
+
+
+def test_hdfs_writer_seek_arguments_as_fileio():
+    """An HDFS write handle reaches only its position; other arguments fail as a buffered
+    builtin file's do, and as hpcbridge's other raw files (ValueError for a whence it does not
+    know, TypeError for a float), rather than KeyError. On stubs: no cluster needed."""
+    from hpcbridge.fs.file import OpenMode
+    from hpcbridge.fs.hdfs import _HdfsWriteRaw
+
+    class Writer:
+        def close(self):
+            pass
+
+    class StubFs:
+        def url(self, path):
+            return "hdfs://nn:9820" + path
+
+        def _call(self, name, path, function, *args, io_call=False):
+            return function(*args)
+
+    with _HdfsWriteRaw(StubFs(), "/w", Writer(), OpenMode.parse("wb", "hdfs://nn:9820/w"), start=5) as raw:
+        with builtins.open(os.devnull, "wb") as oracle:
+            for offset, whence in [(0, 7), (1.0, 0), (0, 1.0)]:
+                assert outcome(lambda: raw.seek(offset, whence)) == outcome(lambda: oracle.seek(offset, whence))
+        assert raw.seek(0, io.SEEK_END) == raw.seek(5) == raw.seek(0, io.SEEK_CUR) == 5
+        assert outcome(lambda: raw.seek(0)) == ("error", "UnsupportedOperation")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import grp
 import io
+import operator
 import os
 import pwd
 import re
@@ -282,7 +283,10 @@ class _HdfsWriteRaw(RawFile):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Only the current position is reachable: HDFS writes are sequential."""
         self._check_open()
-        target = {io.SEEK_SET: offset, io.SEEK_CUR: self._pos + offset, io.SEEK_END: self._pos + offset}[whence]
+        offset, whence = operator.index(offset), operator.index(whence)  # as FileIO: no floats
+        if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):  # was a KeyError
+            raise ValueError(f"invalid whence {whence} for {self.url}")
+        target = offset if whence == io.SEEK_SET else self._pos + offset  # the end is the position
         if target != self._pos:
             raise io.UnsupportedOperation(f"seek on {self.url} open for writing: {PLFS_ADVICE}")
         return self._pos
