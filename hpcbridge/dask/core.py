@@ -161,39 +161,122 @@ def read_records(url_or_glob, record_size: int = 100, **kwargs) -> db.Bag:
     return bag
 
 
-def _frame(blocks: list, names: list, pandas_kwargs: dict):
+#: pandas options that count rows from a file's start (``skiprows``, ``header``) or end
+#: (``skipfooter``): they apply to the partition that starts (ends) each file, as in
+#: ``dask.dataframe.read_csv``, not to every partition.
+_FILE_START_KEYS = ("skiprows", "header")
+_FILE_END_KEYS = ("skipfooter",)
+#: pandas options that do not make one DataFrame per partition.
+_REFUSED_CSV_KEYS = ("nrows", "chunksize", "iterator")
+
+
+def _file_ends(partition) -> list[tuple[str, bool, bool]]:
+    """``(path, starts the file, ends the file)`` of each file a partition's data covers, in
+    the order of :func:`~hpcbridge.dask.reader.read_partition`'s ``bytes`` (one per file)."""
+    out: list[tuple[str, bool, bool]] = []
+    for chunk in partition.chunks:
+        if out and out[-1][0] == chunk.path:
+            out[-1] = (chunk.path, out[-1][1], chunk.end >= chunk.size)
+        else:
+            # The chunk at offset 0 owns the file's first record; the one reaching the file's
+            # end owns its last.
+            out.append((chunk.path, chunk.start == 0, chunk.end >= chunk.size))
+    return out
+
+
+def _rows_needed(value, url: str) -> int | None:
+    """Lines at a file's start (or end) an int or list ``skiprows``/``header``/``skipfooter``
+    reaches; None if it cannot tell (a callable)."""
+    if value is None or callable(value):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"read_csv of {url}: expected an int, a list or None, got {value!r}")
+    if isinstance(value, int):
+        return value
+    return max(value, default=-1) + 1
+
+
+def _lines_in(data: bytes, terminator: bytes) -> int:
+    return data.count(terminator) + (1 if data and not data.endswith(terminator) else 0)
+
+
+def _empty_frame(names: list, pandas_kwargs: dict):
+    import pandas as pd
+
+    dtype = pandas_kwargs.get("dtype")
+    return pd.DataFrame({n: pd.Series(dtype=dtype.get(n, "object") if isinstance(dtype, dict) else "object")
+                         for n in names})
+
+
+def _frame(blocks: list, ends: list, names: list, pandas_kwargs: dict, url: str):
     import io
 
     import pandas as pd
 
-    # One bytes per file: a file whose last row has no newline must not run into the next.
-    data = b"".join(b if not b or b.endswith(b"\n") else b + b"\n" for b in blocks)
-    if not data:
-        return pd.DataFrame({n: pd.Series(dtype=pandas_kwargs.get("dtype", {}).get(n, "object")
-                                          if isinstance(pandas_kwargs.get("dtype"), dict) else "object")
-                             for n in names})
-    return pd.read_csv(io.BytesIO(data), header=None, names=names, **pandas_kwargs)
+    terminator = b"\n"
+    if not any(k in pandas_kwargs for k in _FILE_START_KEYS + _FILE_END_KEYS):
+        # One bytes per file: a file whose last row has no newline must not run into the next.
+        data = b"".join(b if not b or b.endswith(terminator) else b + terminator for b in blocks)
+        if not data:
+            return _empty_frame(names, pandas_kwargs)
+        return pd.read_csv(io.BytesIO(data), header=None, names=names, **pandas_kwargs)
+    frames = []
+    for data, (path, first, last) in zip(blocks, ends):
+        kwargs = dict(pandas_kwargs)
+        if not first:
+            for k in _FILE_START_KEYS:
+                kwargs.pop(k, None)
+        if not last:
+            for k in _FILE_END_KEYS:
+                kwargs.pop(k, None)
+        # A count of rows past what this partition holds of the file would be applied to the
+        # wrong rows (the rest are in the next partition): refuse rather than keep them.
+        lines = _lines_in(data, terminator)
+        if first:
+            need = max(_rows_needed(kwargs.get("skiprows"), url) or 0,
+                       (_rows_needed(kwargs.get("header"), url) or -1) + 1)
+            if need > lines and not last:
+                raise ValueError(f"read_csv of {url}: skiprows/header reach line {need} of {path}, but its "
+                                 f"first partition holds {lines} lines: use a larger blocksize")
+        if last and kwargs.get("skipfooter") and _rows_needed(kwargs["skipfooter"], url) > lines and not first:
+            raise ValueError(f"read_csv of {url}: skipfooter={kwargs['skipfooter']} reaches past the last "
+                             f"partition of {path} ({lines} lines): use a larger blocksize")
+        if data:
+            header = kwargs.pop("header", None)
+            frames.append(pd.read_csv(io.BytesIO(data), header=header, names=names, **kwargs))
+    if not frames:
+        return _empty_frame(names, pandas_kwargs)
+    return frames[0] if len(frames) == 1 else pd.concat(frames)
 
 
 def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
-    """A dask DataFrame of header-less CSV files, one partition per block partition.
+    """A dask DataFrame of CSV files, one partition per block partition.
 
-    ``names`` gives the columns (files have no header row: a partition that does not start a
-    file could not tell a header from data). Other keyword arguments go to
+    ``names`` gives the columns. Files have no header row unless ``header`` says so: as in
+    ``dask.dataframe.read_csv``, ``header``, ``skiprows`` (counted from each file's start) and
+    ``skipfooter`` apply to the partition starting (ending) each file, whose rows must include
+    the lines they reach (else a ``ValueError`` asks for a larger ``blocksize``); ``nrows``,
+    ``chunksize`` and ``iterator`` are refused. Other keyword arguments go to
     :func:`read_blocks` if it takes them, else to ``pandas.read_csv``. ``meta`` (an empty
     pandas DataFrame) skips reading the first partition to learn the dtypes.
     """
     import dask.dataframe as dd
 
     if not names:
-        raise ValueError(f"read_csv of {url_or_glob} needs the column names (names=[...]): files have no header")
+        raise ValueError(f"read_csv of {url_or_glob} needs the column names (names=[...])")
+    refused = [k for k in _REFUSED_CSV_KEYS if kwargs.get(k) not in (None, False)]
+    if refused:
+        raise ValueError(f"read_csv of {url_or_glob} does not take {', '.join(refused)}: a partition is one "
+                         f"DataFrame of its rows (use .head(n) or .partitions[...] instead)")
     block_keys = {"blocksize", "partition_size", "locality", "client", "job", "storage_options"}
     block_kwargs = {k: v for k, v in kwargs.items() if k in block_keys}
     pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
+    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
     blocks = read_blocks(url_or_glob, **block_kwargs)
-    parts = [dask.delayed(_frame)(d, list(names), pandas_kwargs) for d in blocks.to_delayed(optimize_graph=False)]
+    parts = [dask.delayed(_frame)(d, _file_ends(p), list(names), pandas_kwargs, label)
+             for d, p in zip(blocks.to_delayed(optimize_graph=False), blocks.partitions_plan)]
     if not parts:  # only empty files: no partition, but pandas reads them as an empty frame
-        parts = [dask.delayed(_frame)([], list(names), pandas_kwargs)]
+        parts = [dask.delayed(_frame)([], [], list(names), pandas_kwargs, label)]
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 
