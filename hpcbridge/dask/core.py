@@ -8,8 +8,10 @@ places each read task on the workers of the hosts storing its bytes
 
 from __future__ import annotations
 
+import codecs
 import io
 import uuid
+from functools import partial
 
 import dask
 import dask.bag as db
@@ -49,6 +51,8 @@ class BlockBag(db.Bag):
         The :class:`~hpcbridge.dask.partitions.Partition` of every partition.
     placement:
         ``{partition index: [worker addresses]}`` the read tasks were restricted to (soft).
+    fs:
+        The file system read (``fs.url(chunk.path)`` names a partition's files).
     """
 
     def report(self, client=None) -> LocalityReport:
@@ -107,14 +111,46 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
                                             ReadSpec(fs, p, fmt, job, tuple(placement.get(p.index, ()))))
              for p in partitions}
     bag = BlockBag(graph, name, len(partitions))
-    bag.job, bag.partitions_plan, bag.placement = job, partitions, placement
+    bag.job, bag.partitions_plan, bag.placement, bag.fs = job, partitions, placement, fs
     return bag
 
 
-def _lines(blocks: list, delimiter: bytes | None, encoding: str, errors: str) -> list:
+#: ``blocksize`` that makes every file one chunk (and one partition), read whole.
+_WHOLE_FILES = 1 << 62
+
+
+def cuts_at_bytes(encoding: str) -> bool:
+    """Whether files in ``encoding`` may be cut at delimiter bytes: UTF-8 (no character's bytes
+    hold another's) and single-byte encodings.
+
+    In UTF-16/32 the newline's byte ``0x0A`` is also half of other characters (U+0A00..U+0AFF,
+    U+010A, ...), a cut must fall on a code unit and only the first block has the byte-order
+    mark; in Shift JIS or GBK a byte such as ``|`` is also the trail byte of a character. Files
+    in those encodings are read whole, one partition each, as ``dask.bag.read_text`` without
+    ``blocksize`` reads them.
+    """
+    info = codecs.lookup(encoding)
+    if info.name == "utf-8":
+        return True
+    # A single-byte decoder gives a character for every byte on its own; a multi-byte or
+    # stateful one waits for more after some byte (a lead byte, a UTF-16 half, an escape).
+    decoder = info.incrementaldecoder("replace")
+    return all(decoder.decode(bytes([i])) for i in range(256))
+
+
+def _decode(data: bytes, encoding: str, errors: str, path: str) -> str:
+    try:
+        return data.decode(encoding, errors)
+    except UnicodeDecodeError as e:
+        # Same exception type as dask's, but naming the file (positions count from the first
+        # record of this partition's part of the file).
+        raise UnicodeDecodeError(e.encoding, e.object, e.start, e.end, f"{e.reason} in {path}") from None
+
+
+def _lines(blocks: list, paths: list, delimiter: bytes | None, encoding: str, errors: str) -> list:
     out: list = []
-    for data in blocks:
-        text = data.decode(encoding, errors)
+    for data, path in zip(blocks, paths):
+        text = _decode(data, encoding, errors, path)
         if delimiter is None:  # universal newlines, as dask.bag.read_text's default
             out.extend(io.StringIO(text, newline=None))
             continue
@@ -140,15 +176,28 @@ def _records(blocks: list, record_size: int) -> list:
 def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes | None = None, errors: str = "strict",
               **kwargs) -> db.Bag:
     """A bag of text lines, as ``dask.bag.read_text``: by default universal newlines (a line ends
-    at ``\n``, ``\r\n`` or ``\r`` and is given ending with ``\n``); with ``delimiter`` lines
-    end only there and keep it (dask's ``linedelimiter``). ``errors`` is the decoding's.
+    at ``\n``, ``\r\n`` or ``\r`` and is given ending with ``\n``); with ``delimiter`` (bytes
+    in ``encoding``) lines end only there and keep it (dask's ``linedelimiter``). ``errors`` is
+    the decoding's; a decoding error names the file.
 
     Takes the options of :func:`read_blocks`; the bag's ``job`` attribute names its report.
+    Files in an encoding other than UTF-8 or a single-byte one (UTF-16, UTF-32, Shift JIS, ...)
+    are read whole, one partition per file, whatever ``blocksize`` (see :func:`cuts_at_bytes`).
     """
     if delimiter is not None and not (isinstance(delimiter, bytes) and delimiter):
         raise ValueError(f"delimiter must be non-empty bytes or None for {url_or_glob}, got {delimiter!r}")
-    blocks = read_blocks(url_or_glob, delimiter=delimiter or b"\n", **kwargs)
-    bag = blocks.map_partitions(_lines, delimiter, encoding, errors)
+    if delimiter is not None:
+        try:
+            delimiter.decode(encoding)
+        except UnicodeDecodeError:
+            raise ValueError(f"delimiter {delimiter!r} for {url_or_glob} is not text in {encoding}") from None
+    if not cuts_at_bytes(encoding):
+        kwargs = {**kwargs, "blocksize": _WHOLE_FILES}
+    # Cut after a newline character: b"\n" in UTF-8 and ASCII-based encodings, not in EBCDIC.
+    blocks = read_blocks(url_or_glob, delimiter=delimiter or "\n".encode(encoding), **kwargs)
+    parts = [dask.delayed(_lines)(d, [blocks.fs.url(path) for path, _, _ in _file_ends(p)], delimiter, encoding, errors)
+             for d, p in zip(blocks.to_delayed(optimize_graph=False), blocks.partitions_plan)]
+    bag = db.from_delayed(parts) if parts else db.from_sequence([], npartitions=1)
     bag.job = blocks.job
     return bag
 
@@ -208,13 +257,14 @@ def _empty_frame(names: list, pandas_kwargs: dict):
                          for n in names})
 
 
-def _frame(blocks: list, ends: list, names: list, pandas_kwargs: dict, url: str):
+def _frame(blocks: list, ends: list, names: list, pandas_kwargs: dict, url: str, terminator: bytes,
+           whole_files: bool):
     import io
 
     import pandas as pd
 
-    terminator = b"\n"
-    if not any(k in pandas_kwargs for k in _FILE_START_KEYS + _FILE_END_KEYS):
+    # Files read whole (UTF-16, ...) are parsed one by one: each may start with its own BOM.
+    if not whole_files and not any(k in pandas_kwargs for k in _FILE_START_KEYS + _FILE_END_KEYS):
         # One bytes per file: a file whose last row has no newline must not run into the next.
         data = b"".join(b if not b or b.endswith(terminator) else b + terminator for b in blocks)
         if not data:
@@ -272,11 +322,19 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
     block_kwargs = {k: v for k, v in kwargs.items() if k in block_keys}
     pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
     label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
-    blocks = read_blocks(url_or_glob, **block_kwargs)
-    parts = [dask.delayed(_frame)(d, _file_ends(p), list(names), pandas_kwargs, label)
+    encoding = pandas_kwargs.get("encoding") or "utf-8"
+    # Rows end at pandas' line terminator: cut the files there, not at every b"\n".
+    terminator = (pandas_kwargs.get("lineterminator") or "\n").encode(encoding)
+    whole_files = not cuts_at_bytes(encoding)
+    if whole_files:
+        block_kwargs["blocksize"] = _WHOLE_FILES
+    blocks = read_blocks(url_or_glob, delimiter=terminator, **block_kwargs)
+    frame = partial(_frame, names=list(names), pandas_kwargs=pandas_kwargs, url=label, terminator=terminator,
+                    whole_files=whole_files)
+    parts = [dask.delayed(frame)(d, _file_ends(p))
              for d, p in zip(blocks.to_delayed(optimize_graph=False), blocks.partitions_plan)]
     if not parts:  # only empty files: no partition, but pandas reads them as an empty frame
-        parts = [dask.delayed(_frame)([], [], list(names), pandas_kwargs, label)]
+        parts = [dask.delayed(frame)([], [])]
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 

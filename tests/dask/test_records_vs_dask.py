@@ -41,3 +41,59 @@ def test_read_csv_refuses_row_limits_as_dask_does(tmp_path):
     for key, value in (("nrows", 3), ("chunksize", 2), ("iterator", True)):
         with pytest.raises(ValueError, match=f"x.csv does not take {key}"):
             hd.read_csv(f"file://{tmp_path}/x.csv", names=["a", "b"], blocksize=20, **{key: value})
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig", "shift_jis", "cp037"])
+@pytest.mark.parametrize("blocksize", [1, 3, 16, None])
+def test_read_text_in_any_encoding_is_plain_pythons_decoding(tmp_path, encoding, blocksize):
+    """Files were cut at the byte b"\\n": in UTF-16 it is also half of U+0A0A or U+010A and
+    later blocks lack the BOM (a UnicodeDecodeError, or with errors="replace" garbled lines);
+    in Shift JIS b"|" is the trail byte of "ポ"; in EBCDIC the newline is not b"\\n", and a
+    b"\\n" byte cut a line in two. Oracle: plain Python (as dask.bag.read_text without
+    blocksize)."""
+    text = "héllo\nਊĊ\r\nポ|x\n\ufeffy\n\n" * 3 + "end"
+    text = text if encoding != "cp037" else "ab\x8ecd\nef\n" * 4  # 0x8e is b"\n" in cp037
+    text = text if encoding != "shift_jis" else text.replace("é", "e").replace("ਊĊ", "z").replace("\ufeff", "")
+    (tmp_path / "a.txt").write_bytes(text.encode(encoding))
+    (tmp_path / "b.txt").write_bytes(text[::-1].encode(encoding))
+    url = f"file://{tmp_path}/*.txt"
+    for errors in ("strict", "replace"):
+        want = []
+        for name in ("a.txt", "b.txt"):
+            with open(tmp_path / name, encoding=encoding, errors=errors, newline=None) as f:
+                want += list(f)
+        assert hd.read_text(url, encoding=encoding, errors=errors, blocksize=blocksize).compute(scheduler="sync") == want
+    if encoding == "shift_jis":
+        want = [line for name in ("a.txt", "b.txt")
+                for line in _split((tmp_path / name).read_bytes().decode(encoding), "|")]
+        got = hd.read_text(url, encoding=encoding, delimiter="|".encode(encoding), blocksize=blocksize)
+        assert got.compute(scheduler="sync") == want
+
+
+def _split(text: str, sep: str) -> list[str]:
+    parts = text.split(sep)
+    return [p + sep for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def test_read_text_decoding_errors_name_the_file(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"ok\n\xff\n")
+    with pytest.raises(UnicodeDecodeError, match="invalid start byte in file://.*bad.txt"):
+        hd.read_text(f"file://{tmp_path}/bad.txt", blocksize=2).compute(scheduler="sync")
+    with pytest.raises(ValueError, match="bad.txt is not text in utf-8"):
+        hd.read_text(f"file://{tmp_path}/bad.txt", delimiter=b"\xff")
+
+
+@pytest.mark.parametrize("blocksize", [1, 5, None])
+def test_read_csv_rows_end_at_the_line_terminator_and_in_the_encoding_as_pandas(tmp_path, blocksize):
+    """With lineterminator=";" the files were still cut at b"\\n" (a row "\\n"); UTF-16 files
+    were cut at b"\\n" too (a UnicodeDecodeError). Oracle: pandas per file."""
+    (tmp_path / "a.csv").write_bytes(b"1,a\n;2,b;3,c;")
+    (tmp_path / "b.csv").write_bytes(b"4,d;5,e")
+    got = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"], lineterminator=";", blocksize=blocksize)
+    want = pd.concat([pd.read_csv(tmp_path / n, names=["x", "y"], lineterminator=";") for n in ("a.csv", "b.csv")])
+    assert got.compute(scheduler="sync").values.tolist() == want.values.tolist()
+    for name, rows in (("a.csv", "1,é\n2,ਊ\n"), ("b.csv", "3,Ċ\n4,x")):
+        (tmp_path / name).write_bytes(rows.encode("utf-16"))
+    got = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"], encoding="utf-16", blocksize=blocksize)
+    want = pd.concat([pd.read_csv(tmp_path / n, names=["x", "y"], encoding="utf-16") for n in ("a.csv", "b.csv")])
+    assert got.compute(scheduler="sync").values.tolist() == want.values.tolist()
