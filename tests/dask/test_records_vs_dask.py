@@ -97,3 +97,15 @@ def test_read_csv_rows_end_at_the_line_terminator_and_in_the_encoding_as_pandas(
     got = hd.read_csv(f"file://{tmp_path}/*.csv", names=["x", "y"], encoding="utf-16", blocksize=blocksize)
     want = pd.concat([pd.read_csv(tmp_path / n, names=["x", "y"], encoding="utf-16") for n in ("a.csv", "b.csv")])
     assert got.compute(scheduler="sync").values.tolist() == want.values.tolist()
+
+
+def test_a_list_of_urls_is_read_in_its_order_as_dask_reads_it(tmp_path):
+    """The files of a list were sorted: lines of c.txt came after a.txt's although listed first."""
+    import dask.bag as db
+
+    for name in "abcd":
+        (tmp_path / f"{name}.txt").write_text(f"{name}1\n{name}2\n")
+    paths = [str(tmp_path / "c.txt"), str(tmp_path / "[bd].txt"), str(tmp_path / "a.txt")]
+    want = db.read_text(paths, blocksize=3).compute(scheduler="sync")
+    got = hd.read_text([f"file://{p}" for p in paths], blocksize=3).compute(scheduler="sync")
+    assert got == want == ["c1\n", "c2\n", "b1\n", "b2\n", "d1\n", "d2\n", "a1\n", "a2\n"]
