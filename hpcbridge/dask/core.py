@@ -308,7 +308,9 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
     the lines they reach (else a ``ValueError`` asks for a larger ``blocksize``); ``nrows``,
     ``chunksize`` and ``iterator`` are refused. Other keyword arguments go to
     :func:`read_blocks` if it takes them, else to ``pandas.read_csv``. ``meta`` (an empty
-    pandas DataFrame) skips reading the first partition to learn the dtypes.
+    pandas DataFrame) skips reading the first partition holding rows to learn the dtypes; a
+    partition whose column is text where ``meta``'s is a number (or the reverse) raises a
+    ``ValueError`` naming the column when it is computed.
     """
     import dask.dataframe as dd
 
@@ -335,7 +337,38 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
              for d, p in zip(blocks.to_delayed(optimize_graph=False), blocks.partitions_plan)]
     if not parts:  # only empty files: no partition, but pandas reads them as an empty frame
         parts = [dask.delayed(frame)([], [])]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    if meta is None:
+        # The dtypes of the first partition holding rows (from_delayed would take the first
+        # partition's, all object when it holds only a header or skipped rows).
+        for part in parts:
+            meta = part.compute()
+            if len(meta):
+                break
+        meta = meta.iloc[:0]
+    frame = dd.from_delayed(parts, meta=meta, verify_meta=False)
+    return frame.map_partitions(_conform, frame._meta, label, meta=frame._meta)
+
+
+def _conform(part, meta, url: str):
+    """A partition whose columns have the dtypes of ``meta`` (the first partition's, or the
+    caller's), up to numeric promotion (an int column with a missing value in another partition
+    is float there, as pandas reads the whole file).
+
+    A column read as text in one partition and as numbers in another would be a column of
+    mixed Python objects (``1`` and ``"x"``, where pandas reads the whole column as text):
+    refused, as ``dask.dataframe.read_csv`` refuses mismatched dtypes.
+    """
+    import pandas as pd
+
+    if part.empty:  # a partition owning no row: the dtypes of the others
+        return meta
+    for column in meta.columns:
+        want, got = meta[column].dtype, part[column].dtype
+        if want == got or (pd.api.types.is_numeric_dtype(want) and pd.api.types.is_numeric_dtype(got)):
+            continue
+        raise ValueError(f"read_csv of {url}: column {column!r} is {got} in one partition and {want} in "
+                         f"the first; give its dtype (dtype={{{column!r}: ...}}) or meta=")
+    return part
 
 
 def job_report(job: str, client=None) -> LocalityReport:

@@ -19,7 +19,7 @@ def _csv(tmp_path, name: str, rows: int) -> str:
 
 @pytest.mark.parametrize("blocksize", [1, 7, 20, None])
 @pytest.mark.parametrize("options", [{"skiprows": 3}, {"header": 0}, {"skiprows": [0, 2]},
-                                     {"skipfooter": 2, "engine": "python"},
+                                     {"skiprows": 1, "skipfooter": 2, "engine": "python"},
                                      {"header": 0, "skipfooter": 1, "engine": "python"}])
 def test_read_csv_counts_skipped_rows_from_each_files_ends_as_pandas(tmp_path, blocksize, options):
     """skiprows/header/skipfooter were applied to every partition: rows at the start (end) of
@@ -109,3 +109,23 @@ def test_a_list_of_urls_is_read_in_its_order_as_dask_reads_it(tmp_path):
     want = db.read_text(paths, blocksize=3).compute(scheduler="sync")
     got = hd.read_text([f"file://{p}" for p in paths], blocksize=3).compute(scheduler="sync")
     assert got == want == ["c1\n", "c2\n", "b1\n", "b2\n", "d1\n", "d2\n", "a1\n", "a2\n"]
+
+
+def test_read_csv_refuses_a_column_of_text_and_numbers_as_dask_does(tmp_path):
+    """A column of numbers in one partition and text in another was silently a column of mixed
+    objects (1, 2, "x": pandas reads "1", "2", "x"); dask.dataframe.read_csv refuses mismatched
+    dtypes. Numeric promotion (a missing value in a later partition) stays, as pandas reads it."""
+    (tmp_path / "t.csv").write_bytes(b"1,a\n2,b\n3,c\n4.5,d\nx,e\n")
+    with pytest.raises(ValueError, match=r"t.csv: column 'x' is .* give its dtype"):
+        hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], blocksize=4).compute(scheduler="sync")
+    got = hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], blocksize=4, dtype={"x": str})
+    want = pd.read_csv(tmp_path / "t.csv", names=["x", "y"], dtype={"x": str})
+    assert got.compute(scheduler="sync").values.tolist() == want.values.tolist()
+    (tmp_path / "t.csv").write_bytes(b"a,1\nb,2\nc,\nd,4\n")
+    got = hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], blocksize=4).compute(scheduler="sync")
+    want = pd.read_csv(tmp_path / "t.csv", names=["x", "y"])
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want)
+    # A first partition of only the header row does not make every column text.
+    (tmp_path / "t.csv").write_bytes(b"x,y\n1,2\n3,4\n")
+    got = hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], header=0, blocksize=1).compute(scheduler="sync")
+    assert got.values.tolist() == [[1, 2], [3, 4]] and str(got["x"].dtype) == "int64"
