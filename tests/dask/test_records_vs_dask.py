@@ -5,6 +5,8 @@ blocksizes so that every partition boundary case happens."""
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 dask = pytest.importorskip("dask", reason="hpcbridge.dask needs dask: pip install 'hpcbridge[dask]'")
 pd = pytest.importorskip("pandas")
@@ -129,3 +131,26 @@ def test_read_csv_refuses_a_column_of_text_and_numbers_as_dask_does(tmp_path):
     (tmp_path / "t.csv").write_bytes(b"x,y\n1,2\n3,4\n")
     got = hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], header=0, blocksize=1).compute(scheduler="sync")
     assert got.values.tolist() == [[1, 2], [3, 4]] and str(got["x"].dtype) == "int64"
+
+
+def _universal(text: str) -> list[str]:
+    import io
+
+    return list(io.StringIO(text, newline=None))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.text(alphabet="ab|\r\n\u00e9\u20ac\U0001f600\u2028", max_size=60), min_size=1, max_size=3),
+       delimiter=st.sampled_from([None, "\n", "\r\n", "\r", "||", "|", "\u20ac", "a|a"]),
+       blocksize=st.integers(1, 64))
+def test_read_text_of_several_files_is_plain_pythons_split(tmp_path_factory, texts, delimiter, blocksize):
+    """Every line of every file once, in file order, whatever the cuts (multi-byte characters
+    and delimiters straddling them, CRLF, lone CRs, empty files and lines). Oracle: Python's
+    universal newlines (dask.bag.read_text's default) or str.split at the delimiter."""
+    d = tmp_path_factory.mktemp("text")
+    for i, text in enumerate(texts):
+        (d / f"f{i}.txt").write_bytes(text.encode())
+    want = [line for text in texts for line in (_universal(text) if delimiter is None else _split(text, delimiter))]
+    got = hd.read_text(f"file://{d}/*.txt", blocksize=blocksize,
+                       delimiter=delimiter.encode() if delimiter else None).compute(scheduler="sync")
+    assert got == want
