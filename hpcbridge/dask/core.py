@@ -337,6 +337,7 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
              for d, p in zip(blocks.to_delayed(optimize_graph=False), blocks.partitions_plan)]
     if not parts:  # only empty files: no partition, but pandas reads them as an empty frame
         parts = [dask.delayed(frame)([], [])]
+    unknown: list = []  # columns whose dtype the first partition does not tell: no value
     if meta is None:
         # The dtypes of the first partition holding rows (from_delayed would take the first
         # partition's, all object when it holds only a header or skipped rows).
@@ -344,15 +345,17 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
             meta = part.compute()
             if len(meta):
                 break
+        unknown = [c for c in meta.columns if meta[c].isna().all()]
         meta = meta.iloc[:0]
     frame = dd.from_delayed(parts, meta=meta, verify_meta=False)
-    return frame.map_partitions(_conform, frame._meta, label, meta=frame._meta)
+    return frame.map_partitions(_conform, frame._meta, label, unknown, meta=frame._meta)
 
 
-def _conform(part, meta, url: str):
+def _conform(part, meta, url: str, unknown: list = ()):
     """A partition whose columns have the dtypes of ``meta`` (the first partition's, or the
     caller's), up to numeric promotion (an int column with a missing value in another partition
-    is float there, as pandas reads the whole file).
+    is float there, as pandas reads the whole file) and columns of only missing values on one
+    side (``unknown``: those of the first partition).
 
     A column read as text in one partition and as numbers in another would be a column of
     mixed Python objects (``1`` and ``"x"``, where pandas reads the whole column as text):
@@ -365,6 +368,9 @@ def _conform(part, meta, url: str):
     for column in meta.columns:
         want, got = meta[column].dtype, part[column].dtype
         if want == got or (pd.api.types.is_numeric_dtype(want) and pd.api.types.is_numeric_dtype(got)):
+            continue
+        # Only missing values on one side (float NaN beside text): pandas reads those as NaN too.
+        if column in unknown or part[column].isna().all():
             continue
         raise ValueError(f"read_csv of {url}: column {column!r} is {got} in one partition and {want} in "
                          f"the first; give its dtype (dtype={{{column!r}: ...}}) or meta=")

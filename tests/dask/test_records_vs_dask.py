@@ -154,3 +154,12 @@ def test_read_text_of_several_files_is_plain_pythons_split(tmp_path_factory, tex
     got = hd.read_text(f"file://{d}/*.txt", blocksize=blocksize,
                        delimiter=delimiter.encode() if delimiter else None).compute(scheduler="sync")
     assert got == want
+
+
+def test_read_csv_blank_columns_in_some_partitions_are_missing_values_as_pandas(tmp_path):
+    """A text column left blank in a whole partition is float NaN there: not a dtype conflict."""
+    (tmp_path / "t.csv").write_bytes(b"1,\n2,\n3,a\n4,b\n5,\n6,\n")
+    for blocksize in (1, 8):
+        got = hd.read_csv(f"file://{tmp_path}/t.csv", names=["x", "y"], blocksize=blocksize).compute(scheduler="sync")
+        want = pd.read_csv(tmp_path / "t.csv", names=["x", "y"])
+        assert got.fillna("NA").values.tolist() == want.fillna("NA").values.tolist()
