@@ -168,7 +168,8 @@ def _visible(paths: list[str], base: str, keep_hidden_last: bool = False) -> lis
 
 def expand_paths(url_or_glob, storage_options: dict | None = None) -> tuple[FileSystem, list[str]]:
     """The file system and the sorted files a URL names: a file, every file below a directory,
-    or the files matching a glob (``*``, ``?``, ``[...]``, ``**``).
+    or the files matching a glob (``*``, ``?``, ``[...]``, ``**``); for a list of them, each one's
+    files in the list's order (a file listed twice once, where it is first).
 
     Below a directory, and where a glob's wildcards match, names starting with ``_`` or ``.``
     are skipped, as Hadoop's input formats skip them (``_SUCCESS``, ``_partition.lst``, ``.crc``
@@ -182,7 +183,9 @@ def expand_paths(url_or_glob, storage_options: dict | None = None) -> tuple[File
         fs = results[0][0]
         if any(r[0] != fs for r in results):
             raise ValueError(f"all URLs must be on one file system: {list(url_or_glob)}")
-        return fs, sorted({p for _, paths in results for p in paths})
+        # In the list's order, as dask.bag.read_text and dask.dataframe.read_csv read a list
+        # (each glob's matches sorted); a file named twice is read once.
+        return fs, list(dict.fromkeys(p for _, paths in results for p in paths))
     if not isinstance(url_or_glob, str):
         raise TypeError(f"expected a URL or glob string, got {type(url_or_glob).__name__}: {url_or_glob!r}")
     magic = _MAGIC.search(url_or_glob)
