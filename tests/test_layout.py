@@ -156,3 +156,60 @@ def test_find_mount_sees_mounts_made_after_its_first_use(tmp_path):
     finally:
         subprocess.run(["umount", str(target)], check=True)
     assert find_mount(str(target)).mount_point != str(target)
+
+
+def _findmnt_fstype(path):
+    """findmnt's (util-linux) file system type of the mount at mount point ``path``."""
+    import json
+
+    out = subprocess.run(["findmnt", "--json", "-o", "TARGET,FSTYPE", "--mountpoint", path],
+                         capture_output=True, check=True).stdout
+    return json.loads(out.decode("utf-8", "surrogateescape"))["filesystems"][0]["fstype"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("findmnt") is None, reason="mounting tmpfs needs root")
+def test_mount_points_with_line_breaking_characters_agree_with_findmnt(tmp_path):
+    # The kernel escapes only space, tab, newline and backslash; "\r", "\f", U+0085 and U+2028
+    # stay raw in mountinfo and must not end a line (the mount would be lost and its files
+    # reported on the parent file system).
+    names = ["sp ace", "ta\tb", "new\nline", "back\\slash", "cr\rret", "ff\x0cfeed", "nel\x85x", "u\u2028sep"]
+    mounted = []
+    try:
+        for name in names:
+            target = tmp_path / name
+            target.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hpcbridge-test", str(target)], check=True)
+            mounted.append(target)
+        for target in mounted:
+            mount = find_mount(str(target / "file"))
+            assert (mount.mount_point, mount.fstype) == (str(target), _findmnt_fstype(str(target)))
+        for target in mounted:
+            dev = target.stat().st_dev
+            assert find_mount(str(target)).device == f"{os.major(dev)}:{os.minor(dev)}"
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", str(target)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting needs root")
+def test_mount_hidden_by_a_later_mount_over_its_parent_is_not_chosen(tmp_path):
+    # /m/inner mounted, then /m mounted over it: /m/inner now names a directory of the new mount,
+    # though the hidden mount's point is the longest prefix. os.stat's st_dev is the oracle.
+    top = tmp_path / "m"
+    (top / "inner").mkdir(parents=True)
+    mounted = []
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hidden", str(top / "inner")], check=True)
+        mounted.append(top / "inner")
+        subprocess.run(["mount", "-t", "ramfs", "over", str(top)], check=True)
+        mounted.append(top)
+        (top / "inner").mkdir()
+        (top / "inner" / "f").write_bytes(b"x")
+        dev = os.stat(top / "inner" / "f").st_dev
+        for path in (top / "inner" / "f", top / "inner" / "not-yet"):
+            mount = find_mount(str(path))
+            assert (mount.mount_point, mount.fstype, mount.source) == (str(top), "ramfs", "over")
+            assert mount.device == f"{os.major(dev)}:{os.minor(dev)}"
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", "-l", str(target)], check=True)
