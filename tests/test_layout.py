@@ -213,3 +213,51 @@ def test_mount_hidden_by_a_later_mount_over_its_parent_is_not_chosen(tmp_path):
     finally:
         for target in reversed(mounted):
             subprocess.run(["umount", "-l", str(target)], check=True)
+
+
+def _lov_v1(stripe_size, osts):
+    """A lov_user_md_v1 (lustre_user.h) with one object per OST index in ``osts``."""
+    import struct
+
+    head = struct.pack("<II16sIHH", lustre.MAGIC_V1, lustre.PATTERN_RAID0, bytes(16), stripe_size, len(osts), 0)
+    return head + b"".join(struct.pack("<16sII", bytes(16), 0, ost) for ost in osts)
+
+
+def _lov_comp(entries):
+    """A lov_comp_md_v1 from ``(lcme_id, lcme_flags, start, end, lmm)`` entries, as ``lfs
+    mirror create`` stores it (lcm_mirror_count = mirrors - 1)."""
+    import struct
+
+    mirrors = len({lcme_id >> 16 for lcme_id, *_ in entries})
+    offset = 32 + 48 * len(entries)
+    table, blobs = b"", b""
+    for lcme_id, flags, start, end, lmm in entries:
+        table += struct.pack("<IIQQIIIQI", lcme_id, flags, start, end, offset + len(blobs), len(lmm), 0, 0, 0)
+        blobs += lmm
+    head = struct.pack("<IIIHHH6s8s", lustre.MAGIC_COMP_V1, offset + len(blobs), 0, 0, len(entries),
+                       mirrors - 1, bytes(6), bytes(8))
+    return head + table + blobs
+
+
+def test_lustre_mirrored_file_blocks_cover_each_byte_once_with_every_current_mirror():
+    # lfs mirror create -N -c1 -i0 -N -c2 -i1 -S 1M f, then a write: mirror 3 (OST4) went stale.
+    # lfs getstripe lists each mirror's components over the whole file (lcme_mirror_id 1, 2, 3);
+    # as HDFS replicas, a byte range is one block naming the OSTs of every mirror in sync.
+    init, stale = 0x10, 0x10 | 0x01  # LCME_FL_INIT, LCME_FL_STALE (lustre_user.h)
+    value = _lov_comp([
+        (0x10001, init, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [0])),
+        (0x20002, init, 0, 2 * MiB, _lov_v1(MiB, [1, 2])),
+        (0x20003, init, 2 * MiB, lustre.LUSTRE_EOF, _lov_v1(MiB, [3])),
+        (0x30004, stale, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [4])),
+    ])
+    blocks = lustre.parse_lov(value, "lfs01").blocks(0, 3 * MiB + 7, merge_up_to=4 * MiB)
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [
+        (0, MiB, ("lfs01-OST0000", "lfs01-OST0001")),
+        (MiB, MiB, ("lfs01-OST0000", "lfs01-OST0002")),
+        (2 * MiB, MiB + 7, ("lfs01-OST0000", "lfs01-OST0003")),
+    ]
+    # Every byte once, whatever the range asked for.
+    for start, length in [(5, 3 * MiB), (MiB - 1, 2), (3 * MiB, 1)]:
+        got = lustre.parse_lov(value, "lfs01").blocks(start, length, 4 * MiB)
+        assert got[0].offset == start and all(a.end == b.offset for a, b in zip(got, got[1:]))
+        assert got[-1].end == start + length

@@ -9,7 +9,9 @@ returned in host byte order (little-endian on x86) by the client:
 * V3 (0x0BD30BD0): the same with a 16-byte pool name before the objects (48-byte header);
 * COMP_V1 (0x0BD60BD0, progressive file layouts): 32-byte ``lov_comp_md_v1`` header, 48-byte
   ``lov_comp_md_entry_v1`` entries ``id, flags, extent [start, end), offset, size, ...``, each
-  pointing at its own V1/V3 record; uninstantiated components carry no objects.
+  pointing at its own V1/V3 record; uninstantiated components carry no objects. In a mirrored
+  (FLR) file, bits 30..16 of ``lcme_id`` number the mirror and each mirror's components cover
+  the file again; ``LCME_FL_STALE`` (0x1) marks a mirror that missed writes.
 
 RAID-0: stripe unit ``off // stripe_size`` goes to object ``unit % stripe_count``; the object
 count is taken from the record length (stripe_count may be a request value such as 0xFFFF), and
@@ -32,7 +34,10 @@ MAGIC_COMP_V1 = 0x0BD60BD0
 PATTERN_RAID0 = 0x001
 PATTERN_MDT = 0x100
 PATTERN_OVERSTRIPING = 0x200
+LCME_FL_STALE = 0x01
 LCME_FL_INIT = 0x10
+MIRROR_ID_MASK = 0x7FFF0000
+MIRROR_ID_SHIFT = 16
 LUSTRE_EOF = 0xFFFFFFFFFFFFFFFF
 
 _HEADER = struct.Struct("<II16sIHH")  # 32 bytes
@@ -80,13 +85,15 @@ def parse_lov(data: bytes, fsname: str = ""):
     _magic, total, _gen, _flags, entry_count, _mirrors, _p1, _p2 = _COMP_HEADER.unpack_from(data)
     components = []
     for i in range(entry_count):
-        (_id, flags, start, end, offset, size, _lgen, _ts, _pad) = _COMP_ENTRY.unpack_from(
+        (comp_id, flags, start, end, offset, size, _lgen, _ts, _pad) = _COMP_ENTRY.unpack_from(
             data, _COMP_HEADER.size + i * _COMP_ENTRY.size
         )
         layout = None
         if flags & LCME_FL_INIT:
             layout = _parse_lmm(data[offset:offset + size], fsname)
-        components.append(Component(start, end, layout))
+        # FLR: bits 30..16 of the id number the mirror; mirrors cover the same bytes.
+        mirror = (comp_id & MIRROR_ID_MASK) >> MIRROR_ID_SHIFT
+        components.append(Component(start, end, layout, mirror, bool(flags & LCME_FL_STALE)))
     return ComponentLayout(tuple(components))
 
 
