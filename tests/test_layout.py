@@ -261,3 +261,30 @@ def test_lustre_mirrored_file_blocks_cover_each_byte_once_with_every_current_mir
         got = lustre.parse_lov(value, "lfs01").blocks(start, length, 4 * MiB)
         assert got[0].offset == start and all(a.end == b.offset for a, b in zip(got, got[1:]))
         assert got[-1].end == start + length
+
+
+def test_lustre_subdirectory_mount_names_osts_after_the_file_system():
+    # mount -t lustre mgs@tcp:/lfs01/projects /mnt: the OSTs are still lfs01-OSTxxxx
+    # (lfs osts; the OST's obd name), not "lfs01/projects-OSTxxxx".
+    mount = Mount("/mnt/projects", "lustre", "10.0.0.10@tcp:10.0.0.11@tcp:/lfs01/projects")
+    blocks = posix_block_locations("/mnt/projects/f", 0, 2 * MiB, 64 * MiB, mount=mount,
+                                   read_xattr=reader({lustre.XATTR: rec.LUSTRE_V1}))
+    assert [b.targets for b in blocks] == [("lfs01-OST0001",), ("lfs01-OST0000",)]
+
+
+def test_lustre_foreign_layouts_have_no_osts_and_are_not_errors():
+    # lov_foreign_md (lustre_user.h): magic 0x0BD70BD0, length, type, flags, value; lfs getstripe
+    # prints it (lfm_magic, lfm_type, lfm_value) and the file reads normally: as a whole file
+    # and as an FLR mirror next to an OST mirror (an HSM copy).
+    import struct
+
+    foreign = struct.pack("<IIII", 0x0BD70BD0, 8, 0xcb, 0) + b"s3://bkt"
+    mount = Mount("/lustre/lfs01", "lustre", "10.0.0.10@tcp:/lfs01")
+    blocks = posix_block_locations("/lustre/lfs01/f", 0, 3 * MiB, 2 * MiB, mount=mount,
+                                   read_xattr=reader({lustre.XATTR: foreign}))
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [(0, 2 * MiB, ()), (2 * MiB, MiB, ())]
+    mirrored = _lov_comp([(0x10001, 0x10, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [2])),
+                          (0x20002, 0x10, 0, lustre.LUSTRE_EOF, foreign)])
+    blocks = lustre.parse_lov(mirrored, "lfs01").blocks(0, MiB + 1)
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [
+        (0, MiB, ("lfs01-OST0002",)), (MiB, 1, ("lfs01-OST0002",))]

@@ -7,6 +7,7 @@ returned in host byte order (little-endian on x86) by the client:
   stripe_count u16, stripe_offset/layout_gen u16``, then 24-byte ``lov_user_ost_data_v1``
   records ``ost_oi 16 B, ost_gen u32, ost_idx u32``;
 * V3 (0x0BD30BD0): the same with a 16-byte pool name before the objects (48-byte header);
+* FOREIGN (0x0BD70BD0, ``lov_foreign_md``): data kept outside Lustre's OSTs, no objects;
 * COMP_V1 (0x0BD60BD0, progressive file layouts): 32-byte ``lov_comp_md_v1`` header, 48-byte
   ``lov_comp_md_entry_v1`` entries ``id, flags, extent [start, end), offset, size, ...``, each
   pointing at its own V1/V3 record; uninstantiated components carry no objects. In a mirrored
@@ -31,6 +32,7 @@ XATTR = "lustre.lov"
 MAGIC_V1 = 0x0BD10BD0
 MAGIC_V3 = 0x0BD30BD0
 MAGIC_COMP_V1 = 0x0BD60BD0
+MAGIC_FOREIGN = 0x0BD70BD0
 PATTERN_RAID0 = 0x001
 PATTERN_MDT = 0x100
 PATTERN_OVERSTRIPING = 0x200
@@ -51,6 +53,8 @@ def _ost_name(fsname: str, index: int) -> str:
 
 
 def _parse_lmm(data: bytes, fsname: str) -> RoundRobinLayout | None:
+    if len(data) >= 4 and struct.unpack_from("<I", data)[0] == MAGIC_FOREIGN:
+        return None  # lov_foreign_md (lfs setstripe --foreign, HSM copies): no OST objects
     if len(data) < _HEADER.size:
         raise ValueError(f"lov_user_md too short ({len(data)} bytes)")
     magic, pattern, _oi, stripe_size, _count, _offset = _HEADER.unpack_from(data)
