@@ -288,3 +288,20 @@ def test_lustre_foreign_layouts_have_no_osts_and_are_not_errors():
     blocks = lustre.parse_lov(mirrored, "lfs01").blocks(0, MiB + 1)
     assert [(b.offset, b.length, b.targets) for b in blocks] == [
         (0, MiB, ("lfs01-OST0002",)), (MiB, 1, ("lfs01-OST0002",))]
+
+
+def test_orangefs_range_lines_with_several_extents():
+    # server-config.c: "Range {alias} {min1}-{max1}[, {min2}-{max2},...]"; a handle in a later
+    # extent belongs to that alias's server as much as one in the first.
+    config = rec.ORANGEFS_CONFIG.replace(
+        "Range server01 4611686018427387905-6917529027641081855",
+        "Range server01 4611686018427387905-4611686018427387999, 4611686018427388000-6917529027641081855")
+    ranges = orangefs.parse_server_config(config)
+    assert [(r.first, r.last, r.host) for r in ranges] == [
+        (4611686018427387905, 4611686018427387999, "server01"),
+        (4611686018427388000, 6917529027641081855, "server01"),
+        (6917529027641081856, 9223372036854775806, "server02"),
+    ]
+    layout = orangefs.read_layout(reader({orangefs.DIST_XATTR: rec.ORANGEFS_MD,
+                                          orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}), config)
+    assert layout.hosts == (("server01",), ("server02",))
