@@ -156,3 +156,152 @@ def test_find_mount_sees_mounts_made_after_its_first_use(tmp_path):
     finally:
         subprocess.run(["umount", str(target)], check=True)
     assert find_mount(str(target)).mount_point != str(target)
+
+
+def _findmnt_fstype(path):
+    """findmnt's (util-linux) file system type of the mount at mount point ``path``."""
+    import json
+
+    out = subprocess.run(["findmnt", "--json", "-o", "TARGET,FSTYPE", "--mountpoint", path],
+                         capture_output=True, check=True).stdout
+    return json.loads(out.decode("utf-8", "surrogateescape"))["filesystems"][0]["fstype"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("findmnt") is None, reason="mounting tmpfs needs root")
+def test_mount_points_with_line_breaking_characters_agree_with_findmnt(tmp_path):
+    # The kernel escapes only space, tab, newline and backslash; "\r", "\f", U+0085 and U+2028
+    # stay raw in mountinfo and must not end a line (the mount would be lost and its files
+    # reported on the parent file system).
+    names = ["sp ace", "ta\tb", "new\nline", "back\\slash", "cr\rret", "ff\x0cfeed", "nel\x85x", "u\u2028sep"]
+    mounted = []
+    try:
+        for name in names:
+            target = tmp_path / name
+            target.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hpcbridge-test", str(target)], check=True)
+            mounted.append(target)
+        for target in mounted:
+            mount = find_mount(str(target / "file"))
+            assert (mount.mount_point, mount.fstype) == (str(target), _findmnt_fstype(str(target)))
+        for target in mounted:
+            dev = target.stat().st_dev
+            assert find_mount(str(target)).device == f"{os.major(dev)}:{os.minor(dev)}"
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", str(target)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounting needs root")
+def test_mount_hidden_by_a_later_mount_over_its_parent_is_not_chosen(tmp_path):
+    # /m/inner mounted, then /m mounted over it: /m/inner now names a directory of the new mount,
+    # though the hidden mount's point is the longest prefix. os.stat's st_dev is the oracle.
+    top = tmp_path / "m"
+    (top / "inner").mkdir(parents=True)
+    mounted = []
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hidden", str(top / "inner")], check=True)
+        mounted.append(top / "inner")
+        subprocess.run(["mount", "-t", "ramfs", "over", str(top)], check=True)
+        mounted.append(top)
+        (top / "inner").mkdir()
+        (top / "inner" / "f").write_bytes(b"x")
+        dev = os.stat(top / "inner" / "f").st_dev
+        for path in (top / "inner" / "f", top / "inner" / "not-yet"):
+            mount = find_mount(str(path))
+            assert (mount.mount_point, mount.fstype, mount.source) == (str(top), "ramfs", "over")
+            assert mount.device == f"{os.major(dev)}:{os.minor(dev)}"
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", "-l", str(target)], check=True)
+
+
+def _lov_v1(stripe_size, osts):
+    """A lov_user_md_v1 (lustre_user.h) with one object per OST index in ``osts``."""
+    import struct
+
+    head = struct.pack("<II16sIHH", lustre.MAGIC_V1, lustre.PATTERN_RAID0, bytes(16), stripe_size, len(osts), 0)
+    return head + b"".join(struct.pack("<16sII", bytes(16), 0, ost) for ost in osts)
+
+
+def _lov_comp(entries):
+    """A lov_comp_md_v1 from ``(lcme_id, lcme_flags, start, end, lmm)`` entries, as ``lfs
+    mirror create`` stores it (lcm_mirror_count = mirrors - 1)."""
+    import struct
+
+    mirrors = len({lcme_id >> 16 for lcme_id, *_ in entries})
+    offset = 32 + 48 * len(entries)
+    table, blobs = b"", b""
+    for lcme_id, flags, start, end, lmm in entries:
+        table += struct.pack("<IIQQIIIQI", lcme_id, flags, start, end, offset + len(blobs), len(lmm), 0, 0, 0)
+        blobs += lmm
+    head = struct.pack("<IIIHHH6s8s", lustre.MAGIC_COMP_V1, offset + len(blobs), 0, 0, len(entries),
+                       mirrors - 1, bytes(6), bytes(8))
+    return head + table + blobs
+
+
+def test_lustre_mirrored_file_blocks_cover_each_byte_once_with_every_current_mirror():
+    # lfs mirror create -N -c1 -i0 -N -c2 -i1 -S 1M f, then a write: mirror 3 (OST4) went stale.
+    # lfs getstripe lists each mirror's components over the whole file (lcme_mirror_id 1, 2, 3);
+    # as HDFS replicas, a byte range is one block naming the OSTs of every mirror in sync.
+    init, stale = 0x10, 0x10 | 0x01  # LCME_FL_INIT, LCME_FL_STALE (lustre_user.h)
+    value = _lov_comp([
+        (0x10001, init, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [0])),
+        (0x20002, init, 0, 2 * MiB, _lov_v1(MiB, [1, 2])),
+        (0x20003, init, 2 * MiB, lustre.LUSTRE_EOF, _lov_v1(MiB, [3])),
+        (0x30004, stale, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [4])),
+    ])
+    blocks = lustre.parse_lov(value, "lfs01").blocks(0, 3 * MiB + 7, merge_up_to=4 * MiB)
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [
+        (0, MiB, ("lfs01-OST0000", "lfs01-OST0001")),
+        (MiB, MiB, ("lfs01-OST0000", "lfs01-OST0002")),
+        (2 * MiB, MiB + 7, ("lfs01-OST0000", "lfs01-OST0003")),
+    ]
+    # Every byte once, whatever the range asked for.
+    for start, length in [(5, 3 * MiB), (MiB - 1, 2), (3 * MiB, 1)]:
+        got = lustre.parse_lov(value, "lfs01").blocks(start, length, 4 * MiB)
+        assert got[0].offset == start and all(a.end == b.offset for a, b in zip(got, got[1:]))
+        assert got[-1].end == start + length
+
+
+def test_lustre_subdirectory_mount_names_osts_after_the_file_system():
+    # mount -t lustre mgs@tcp:/lfs01/projects /mnt: the OSTs are still lfs01-OSTxxxx
+    # (lfs osts; the OST's obd name), not "lfs01/projects-OSTxxxx".
+    mount = Mount("/mnt/projects", "lustre", "10.0.0.10@tcp:10.0.0.11@tcp:/lfs01/projects")
+    blocks = posix_block_locations("/mnt/projects/f", 0, 2 * MiB, 64 * MiB, mount=mount,
+                                   read_xattr=reader({lustre.XATTR: rec.LUSTRE_V1}))
+    assert [b.targets for b in blocks] == [("lfs01-OST0001",), ("lfs01-OST0000",)]
+
+
+def test_lustre_foreign_layouts_have_no_osts_and_are_not_errors():
+    # lov_foreign_md (lustre_user.h): magic 0x0BD70BD0, length, type, flags, value; lfs getstripe
+    # prints it (lfm_magic, lfm_type, lfm_value) and the file reads normally: as a whole file
+    # and as an FLR mirror next to an OST mirror (an HSM copy).
+    import struct
+
+    foreign = struct.pack("<IIII", 0x0BD70BD0, 8, 0xcb, 0) + b"s3://bkt"
+    mount = Mount("/lustre/lfs01", "lustre", "10.0.0.10@tcp:/lfs01")
+    blocks = posix_block_locations("/lustre/lfs01/f", 0, 3 * MiB, 2 * MiB, mount=mount,
+                                   read_xattr=reader({lustre.XATTR: foreign}))
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [(0, 2 * MiB, ()), (2 * MiB, MiB, ())]
+    mirrored = _lov_comp([(0x10001, 0x10, 0, lustre.LUSTRE_EOF, _lov_v1(MiB, [2])),
+                          (0x20002, 0x10, 0, lustre.LUSTRE_EOF, foreign)])
+    blocks = lustre.parse_lov(mirrored, "lfs01").blocks(0, MiB + 1)
+    assert [(b.offset, b.length, b.targets) for b in blocks] == [
+        (0, MiB, ("lfs01-OST0002",)), (MiB, 1, ("lfs01-OST0002",))]
+
+
+def test_orangefs_range_lines_with_several_extents():
+    # server-config.c: "Range {alias} {min1}-{max1}[, {min2}-{max2},...]"; a handle in a later
+    # extent belongs to that alias's server as much as one in the first.
+    config = rec.ORANGEFS_CONFIG.replace(
+        "Range server01 4611686018427387905-6917529027641081855",
+        "Range server01 4611686018427387905-4611686018427387999, 4611686018427388000-6917529027641081855")
+    ranges = orangefs.parse_server_config(config)
+    assert [(r.first, r.last, r.host) for r in ranges] == [
+        (4611686018427387905, 4611686018427387999, "server01"),
+        (4611686018427388000, 6917529027641081855, "server01"),
+        (6917529027641081856, 9223372036854775806, "server02"),
+    ]
+    layout = orangefs.read_layout(reader({orangefs.DIST_XATTR: rec.ORANGEFS_MD,
+                                          orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}), config)
+    assert layout.hosts == (("server01",), ("server02",))

@@ -225,6 +225,12 @@ def _weights(blocks, start: int, end: int) -> dict[str, int]:
     return weights
 
 
+def _top_hosts(weights: dict[str, int]) -> frozenset[str]:
+    """The hosts storing the most bytes (several where replicas tie; none if none is known)."""
+    most = max(weights.values(), default=0)
+    return frozenset(h for h, n in weights.items() if n == most and n > 0)
+
+
 def _pieces(fs: FileSystem, path: str, size: int, blocksize: int | None):
     """``(Chunk, weights)`` per storage block (or per ``blocksize`` range) of one file."""
     blocks = placement_blocks(fs, path)
@@ -267,11 +273,13 @@ def plan_partitions(fs: FileSystem, paths: list[str], blocksize: int | None = No
             raise ValueError(f"{fs.url(path)} holds {info.size} bytes, not a whole number of "
                              f"{fmt.record_size}-byte records")
         for chunk, weights in _pieces(fs, path, info.size, blocksize):
-            host = max(weights, key=weights.get) if weights else None
             if groups and not blocksize:
                 chunks, current = groups[-1]
-                current_host = max(current, key=current.get) if current else None
-                if current_host == host and sum(c.length for c in chunks) + chunk.length <= partition_size:
+                # Same host: one that stores the most of both. With replicas several hosts tie,
+                # listed in the order the store gives them (the NameNode shuffles equal ones).
+                top, current_top = _top_hosts(weights), _top_hosts(current)
+                shared = top & current_top or top == current_top  # (both empty: hosts unknown)
+                if shared and sum(c.length for c in chunks) + chunk.length <= partition_size:
                     chunks.append(chunk)
                     for h, n in weights.items():
                         current[h] = current.get(h, 0) + n

@@ -672,16 +672,17 @@ class HdfsFileSystem(FileSystem):
 
     def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
         # A closed HDFS file changes only by append (new length and mtime), so its layout is cached
-        # per (length, mtime) -- but only once every block reports all its replicas (the NameNode
-        # learns of replicas shortly after close) and for at most LAYOUT_TTL seconds (replicas move
-        # when DataNodes die or the balancer runs).
-        version = (info.size, info.mtime)
+        # per (length, mtime, replication) -- but only once every block reports exactly its
+        # replication's replicas (the NameNode learns of replicas shortly after close; after a
+        # setrep it adds or removes replicas over seconds, leaving the mtime as it was) and for at
+        # most LAYOUT_TTL seconds (replicas move when DataNodes die or the balancer runs).
+        version = (info.size, info.mtime, info.replication)
         cached = self._layout_cache.get(path)
         if cached is None or cached[0] != version or time.monotonic() - cached[1] > self.LAYOUT_TTL:
             blocks = self.webhdfs.block_locations(path, 0, info.size)
             # libhdfs gives whole-second mtimes: a same-size rewrite within that second would
             # share the version, so such a layout is cached only once the second is long past.
-            if all(len(b.hosts) >= info.replication for b in blocks) and not _coarse_recent(info):
+            if all(len(b.hosts) == info.replication for b in blocks) and not _coarse_recent(info):
                 self._layout_cache[path] = (version, time.monotonic(), blocks)
             else:
                 self._layout_cache.pop(path, None)

@@ -568,3 +568,33 @@ def test_overwriting_an_output_directory_behind_a_link_writes_into_it(tmp_path):
     assert os.path.islink(tmp_path / "out")
     assert os.listdir(tmp_path / "real") == ["part-00000"]
     assert (tmp_path / "other" / "keep").read_bytes() == b"keep"
+
+
+def test_metablocks_group_replicated_blocks_sharing_a_host_whatever_the_listed_order():
+    # HDFS lists a block's replicas in its own order (shuffled among equally near DataNodes, as
+    # `hdfs fsck -locations` shows them): blocks on {a, b} then {c, a} are both stored on a and
+    # group, and the plan must not depend on which replica the NameNode listed first.
+    import dataclasses
+
+    from hpcbridge.fs.memory import MemoryFileSystem
+    from hpcbridge.fs.types import BlockLocation
+
+    class Replicated(MemoryFileSystem):
+        """memory:// reporting four 10-byte blocks on two replicas each, in a given order."""
+
+        capabilities = dataclasses.replace(MemoryFileSystem.capabilities, block_locations=True)
+        orders = ()
+
+        def _block_locations(self, path, info, start, length):
+            layout = [("a", "b"), ("c", "a"), ("b", "c"), ("c", "b")]
+            return [BlockLocation(i * 10, 10, self.orders[i % 2](hosts)) for i, hosts in enumerate(layout)]
+
+    plans = set()
+    for orders in [(tuple, tuple), (lambda h: h[::-1], tuple), (tuple, lambda h: h[::-1])]:
+        fs = Replicated("replicated")
+        fs.write_bytes("/f", b"x" * 40)
+        fs.orders = orders
+        parts = plan_partitions(fs, ["/f"], partition_size=30)
+        plans.add(tuple((tuple((c.start, c.end) for c in p.chunks), p.hosts) for p in parts))
+    assert plans == {((((0, 10), (10, 20)), (("a", 20), ("b", 10), ("c", 10))),
+                      (((20, 30), (30, 40)), (("b", 20), ("c", 20))))}

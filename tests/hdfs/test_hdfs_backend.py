@@ -96,6 +96,44 @@ def test_block_locations_after_a_same_size_rewrite_within_a_second(hdfs, hdfs_ro
         assert ours == theirs()
 
 
+def _fsck_replicas(cluster, path):
+    """Oracle: ``hdfs fsck PATH -files -blocks -locations``: each block's replica transfer
+    addresses, sorted."""
+    import re
+
+    run = subprocess.run(java_command("org.apache.hadoop.hdfs.tools.DFSck", cluster.info.conf_dir,
+                                      [path, "-files", "-blocks", "-locations"]),
+                         capture_output=True, timeout=120)
+    lines = [line for line in run.stdout.decode().splitlines() if " len=" in line]
+    return [sorted(re.findall(r"\d+\.\d+\.\d+\.\d+:\d+", line.split(" len=", 1)[1])) for line in lines]
+
+
+@pytest.mark.slow  # ~9 s: the NameNode drops excess replicas on its heartbeats
+def test_block_locations_follow_a_replication_change(hdfs_admin, hdfs_root, hdfs_cluster):
+    """A setrep leaves length and mtime as they were: the cached layout kept naming the removed
+    replicas (3 hosts after setrep 1, for LAYOUT_TTL) where fsck names one. Both drivers share
+    this WebHDFS path, so one connection checks it."""
+    import json
+    import urllib.request
+
+    fs, path = hdfs_admin, f"{hdfs_root}/setrep.bin"
+    url = (f"http://127.0.0.1:{hdfs_cluster.info.http_port}/webhdfs/v1{path}"
+           f"?op=GETFILEBLOCKLOCATIONS&offset=0&length={4 * MiB}")
+    with fs.create(path, replication=3, block_size=MiB) as f:
+        f.write(os.urandom(MiB + 3))
+    assert all(len(b.hosts) == 3 for b in _complete_layout(fs, path, 3))  # cached now
+    fs.set_replication(path, 1)
+    deadline = time.monotonic() + 30  # the NameNode drops excess replicas over a few heartbeats
+    while time.monotonic() < deadline:
+        blocks = json.loads(urllib.request.urlopen(url, timeout=30).read())["BlockLocations"]["BlockLocation"]
+        if all(len(b["hosts"]) == 1 for b in blocks):
+            break
+        time.sleep(0.1)
+    theirs = _fsck_replicas(hdfs_cluster, path)
+    assert [len(r) for r in theirs] == [1, 1]
+    assert [sorted(b.targets) for b in fs.block_locations(path)] == theirs
+
+
 def test_a_same_size_rewrite_is_a_new_version(hdfs, hdfs_root, hdfs_cluster):
     """Oracle: WebHDFS GETFILESTATUS names the rewritten file by a new fileId and mtime. libhdfs
     gives whole-second mtimes, so ``version`` (size, mtime) named both files alike and caches

@@ -112,7 +112,8 @@ def layout_for(mount: Mount, read_xattr: Callable[[str], bytes | None], inode: i
     if fstype == "lustre":
         from . import lustre
 
-        fsname = mount.source.rsplit(":/", 1)[-1] if ":/" in mount.source else ""
+        # mgsnid[:mgsnid]:/fsname[/subdir]: OSTs are named after the file system, not the subdirectory.
+        fsname = mount.source.rsplit(":/", 1)[-1].split("/", 1)[0] if ":/" in mount.source else ""
         return lustre.read_layout(read_xattr, fsname)
     if fstype in ("ceph", "fuse.ceph-fuse"):
         from . import cephfs

@@ -7,9 +7,12 @@ returned in host byte order (little-endian on x86) by the client:
   stripe_count u16, stripe_offset/layout_gen u16``, then 24-byte ``lov_user_ost_data_v1``
   records ``ost_oi 16 B, ost_gen u32, ost_idx u32``;
 * V3 (0x0BD30BD0): the same with a 16-byte pool name before the objects (48-byte header);
+* FOREIGN (0x0BD70BD0, ``lov_foreign_md``): data kept outside Lustre's OSTs, no objects;
 * COMP_V1 (0x0BD60BD0, progressive file layouts): 32-byte ``lov_comp_md_v1`` header, 48-byte
   ``lov_comp_md_entry_v1`` entries ``id, flags, extent [start, end), offset, size, ...``, each
-  pointing at its own V1/V3 record; uninstantiated components carry no objects.
+  pointing at its own V1/V3 record; uninstantiated components carry no objects. In a mirrored
+  (FLR) file, bits 30..16 of ``lcme_id`` number the mirror and each mirror's components cover
+  the file again; ``LCME_FL_STALE`` (0x1) marks a mirror that missed writes.
 
 RAID-0: stripe unit ``off // stripe_size`` goes to object ``unit % stripe_count``; the object
 count is taken from the record length (stripe_count may be a request value such as 0xFFFF), and
@@ -29,10 +32,14 @@ XATTR = "lustre.lov"
 MAGIC_V1 = 0x0BD10BD0
 MAGIC_V3 = 0x0BD30BD0
 MAGIC_COMP_V1 = 0x0BD60BD0
+MAGIC_FOREIGN = 0x0BD70BD0
 PATTERN_RAID0 = 0x001
 PATTERN_MDT = 0x100
 PATTERN_OVERSTRIPING = 0x200
+LCME_FL_STALE = 0x01
 LCME_FL_INIT = 0x10
+MIRROR_ID_MASK = 0x7FFF0000
+MIRROR_ID_SHIFT = 16
 LUSTRE_EOF = 0xFFFFFFFFFFFFFFFF
 
 _HEADER = struct.Struct("<II16sIHH")  # 32 bytes
@@ -46,6 +53,8 @@ def _ost_name(fsname: str, index: int) -> str:
 
 
 def _parse_lmm(data: bytes, fsname: str) -> RoundRobinLayout | None:
+    if len(data) >= 4 and struct.unpack_from("<I", data)[0] == MAGIC_FOREIGN:
+        return None  # lov_foreign_md (lfs setstripe --foreign, HSM copies): no OST objects
     if len(data) < _HEADER.size:
         raise ValueError(f"lov_user_md too short ({len(data)} bytes)")
     magic, pattern, _oi, stripe_size, _count, _offset = _HEADER.unpack_from(data)
@@ -80,13 +89,15 @@ def parse_lov(data: bytes, fsname: str = ""):
     _magic, total, _gen, _flags, entry_count, _mirrors, _p1, _p2 = _COMP_HEADER.unpack_from(data)
     components = []
     for i in range(entry_count):
-        (_id, flags, start, end, offset, size, _lgen, _ts, _pad) = _COMP_ENTRY.unpack_from(
+        (comp_id, flags, start, end, offset, size, _lgen, _ts, _pad) = _COMP_ENTRY.unpack_from(
             data, _COMP_HEADER.size + i * _COMP_ENTRY.size
         )
         layout = None
         if flags & LCME_FL_INIT:
             layout = _parse_lmm(data[offset:offset + size], fsname)
-        components.append(Component(start, end, layout))
+        # FLR: bits 30..16 of the id number the mirror; mirrors cover the same bytes.
+        mirror = (comp_id & MIRROR_ID_MASK) >> MIRROR_ID_SHIFT
+        components.append(Component(start, end, layout, mirror, bool(flags & LCME_FL_STALE)))
     return ComponentLayout(tuple(components))
 
 

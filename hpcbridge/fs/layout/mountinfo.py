@@ -30,12 +30,18 @@ class Mount:
     fstype: str
     source: str
     options: str = ""
+    #: ``major:minor`` of the mounted file system, as ``os.stat(path).st_dev`` reports it
+    #: ("" when unknown).
+    device: str = ""
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
     """Parse the text of a mountinfo file into :class:`Mount` records (malformed lines skipped)."""
     mounts = []
-    for line in text.splitlines():
+    # Lines end at "\n" only: the kernel escapes space, tab, newline and backslash in paths but
+    # not "\r", "\f", "\x1c".. or U+0085/U+2028 (valid in file names), at which str.splitlines()
+    # would also break, dropping the mount.
+    for line in text.split("\n"):
         fields = line.split(" ")
         try:
             separator = fields.index("-", 6)
@@ -48,6 +54,7 @@ def parse_mountinfo(text: str) -> list[Mount]:
             fstype=fields[separator + 1],
             source=_unescape(fields[separator + 2]),
             options=fields[5],
+            device=fields[2],
         ))
     return mounts
 
@@ -98,16 +105,47 @@ class _MountTable:
 _TABLE = _MountTable()
 
 
+def _device(real: str) -> str | None:
+    """``major:minor`` of the file system holding the real path ``real``, or of its nearest
+    existing ancestor (where a new file would go); None if none can be stat'ed."""
+    while True:
+        try:
+            dev = os.stat(real).st_dev
+        except (OSError, ValueError):
+            parent = os.path.dirname(real)
+            if parent == real:
+                return None
+            real = parent
+            continue
+        return f"{os.major(dev)}:{os.minor(dev)}"
+
+
 def find_mount(path: str, mounts: list[Mount] | None = None) -> Mount:
-    """The mount holding ``path`` (the longest mount point that contains its real path)."""
+    """The mount holding ``path``: the longest mount point that contains its real path, among
+    the mounts whose device is the path's ``st_dev`` when any is (else among all; ``mounts``
+    given: a recorded table, placed by the prefix rule alone).
+
+    The device check matters where a mount was made over a directory that already held mounts
+    (``/a/b`` mounted, then ``/a``): the older mount is hidden, yet its mount point is the
+    longest prefix. Where no mount's device matches (btrfs subvolumes report their own
+    ``st_dev``; recorded tables) the prefix rule alone decides. A path that does not exist yet
+    is placed by its nearest existing ancestor.
+    """
+    live = mounts is None  # st_dev says something only about this machine's own table
     if mounts is None:
         mounts = _TABLE.mounts()
     real = os.path.realpath(path)
-    best: Mount | None = None
+    containing: list[tuple[str, Mount]] = []
     for mount in mounts:
         point = mount.mount_point.rstrip("/") or "/"
         if point == "/" or real == point or real.startswith(point + "/"):
-            # Later lines are later mounts: on a tie the last one shadows the others.
-            if best is None or len(point) >= len(best.mount_point.rstrip("/") or "/"):
-                best = mount
+            containing.append((point, mount))
+    device = _device(real) if live else None
+    same_device = [(p, m) for p, m in containing if device and m.device == device]
+    best: Mount | None = None
+    best_length = -1
+    for point, mount in same_device or containing:
+        # Later lines are later mounts: on a tie the last one shadows the others.
+        if len(point) >= best_length:
+            best, best_length = mount, len(point)
     return best if best is not None else Mount("/", "unknown", "unknown")

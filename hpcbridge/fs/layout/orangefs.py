@@ -74,17 +74,20 @@ def parse_handles(value: bytes) -> tuple[int, ...]:
 
 _ALIAS = re.compile(r"^\s*Alias\s+(\S+)\s+(\S+)", re.MULTILINE)
 _DATA_RANGES = re.compile(r"<DataHandleRanges>(.*?)</DataHandleRanges>", re.DOTALL | re.IGNORECASE)
-_RANGE = re.compile(r"^\s*Range\s+(\S+)\s+(\d+)-(\d+)", re.MULTILINE)
+_RANGE = re.compile(r"^[ \t]*Range[ \t]+(\S+)[ \t]+(.*)$", re.MULTILINE)
+_EXTENT = re.compile(r"(\d+)-(\d+)")
 
 
 def parse_server_config(text: str) -> list[HandleRange]:
     """Data handle ranges from an OrangeFS server configuration file (``<Aliases>`` and every
-    ``<DataHandleRanges>`` section)."""
+    ``<DataHandleRanges>`` section). A ``Range`` line may list several extents,
+    ``Range {alias} {min1}-{max1}[, {min2}-{max2},...]`` (server-config.c)."""
     aliases = dict(_ALIAS.findall(text))
     ranges = []
     for section in _DATA_RANGES.findall(text):
-        for alias, first, last in _RANGE.findall(section):
-            ranges.append(HandleRange(int(first), int(last), aliases.get(alias, alias)))
+        for alias, extents in _RANGE.findall(section):
+            for first, last in _EXTENT.findall(extents):
+                ranges.append(HandleRange(int(first), int(last), aliases.get(alias, alias)))
     return ranges
 
 

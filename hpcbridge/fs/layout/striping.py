@@ -34,11 +34,18 @@ class RoundRobinLayout:
 @dataclass(frozen=True)
 class Component:
     """One extent ``[start, end)`` of a composite layout and its own layout (None: no data
-    objects allocated yet, or data not on the object servers)."""
+    objects allocated yet, or data not on the object servers).
+
+    ``mirror`` numbers the copy of the file the component belongs to (Lustre FLR: every mirror
+    has its own components over the same bytes); ``stale`` marks a copy not holding the current
+    data.
+    """
 
     start: int
     end: int
     layout: RoundRobinLayout | None
+    mirror: int = 0
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,15 +55,40 @@ class ComponentLayout:
     components: tuple[Component, ...]
 
     def blocks(self, start: int, length: int, merge_up_to: int = 0) -> list[BlockLocation]:
-        """Block locations of ``[start, start+length)`` across the components covering it."""
+        """Block locations of ``[start, start+length)`` across the components covering it.
+
+        The blocks cover the range exactly once, as Hadoop's do: where mirrors hold the same
+        bytes, the range is cut wherever any mirror's blocks are cut and each piece lists the
+        targets (and hosts) of every current mirror, as an HDFS block lists its replicas.
+        Stale mirrors are left out; bytes no current component covers are a block without
+        targets.
+        """
         end = start + length
-        blocks: list[BlockLocation] = []
-        for component in sorted(self.components, key=lambda c: c.start):
+        per_mirror: dict[int, list[BlockLocation]] = {}
+        for component in sorted(self.components, key=lambda c: (c.mirror, c.start)):
             lo, hi = max(start, component.start), min(end, component.end)
-            if lo >= hi:
+            if lo >= hi or component.stale:
                 continue
+            blocks = per_mirror.setdefault(component.mirror, [])
             if component.layout is None:
                 blocks.append(BlockLocation(lo, hi - lo))
             else:
                 blocks.extend(component.layout.blocks(lo, hi - lo, merge_up_to))
-        return blocks
+        cuts = sorted({start, end}.union(*({b.offset, b.end} for bs in per_mirror.values() for b in bs)))
+        cursors = dict.fromkeys(per_mirror, 0)
+        out: list[BlockLocation] = []
+        for lo, hi in zip(cuts, cuts[1:]):
+            hosts: dict[str, None] = {}
+            racks: dict[str, None] = {}
+            targets: dict[str, None] = {}
+            for mirror, blocks in per_mirror.items():
+                i = cursors[mirror]
+                while i < len(blocks) and blocks[i].end <= lo:
+                    i += 1
+                cursors[mirror] = i
+                if i < len(blocks) and blocks[i].offset <= lo:
+                    hosts.update(dict.fromkeys(blocks[i].hosts))
+                    racks.update(dict.fromkeys(blocks[i].racks))
+                    targets.update(dict.fromkeys(blocks[i].targets))
+            out.append(BlockLocation(lo, hi - lo, tuple(hosts), tuple(racks), tuple(targets)))
+        return out
