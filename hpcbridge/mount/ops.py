@@ -915,6 +915,14 @@ class BridgeOperations(mfusepy.Operations):
                         raise mfusepy.FuseOSError(errno.EBUSY)
             if perm is not None and self._create_local(p, flags, perm):
                 flags &= ~os.O_EXCL  # made just now, with the caller's bits
+            elif not writable and (create or flags & os.O_CREAT) and not fs.exists(p):
+                # open(O_RDONLY | O_CREAT) of a new file makes it empty, as open(2) does; the
+                # backend's read-only open would not (HDFS answered ENOENT).
+                try:
+                    fs._open_raw(fs._path(p), OpenMode(False, True, True, False, True, False, False, "fuse")).close()
+                    flags &= ~os.O_EXCL
+                except FileExistsError:
+                    pass  # made by another process meanwhile: open it, or EEXIST for O_EXCL below
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
 

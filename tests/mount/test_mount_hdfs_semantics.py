@@ -137,3 +137,18 @@ def test_a_failed_close_of_the_hdfs_file_reaches_its_writer(hdfs, hdfs_root, tmp
     assert (oracle, reported[0], oracle_close, len(kept_locally)) == ([5000, 5000], "ok", "ok", 10000)
     assert mount == oracle
     assert kept == kept_locally or "EIO" in (reported[1], mount_close), (reported, mount_close, len(kept))
+
+
+def test_a_read_only_open_with_o_creat_makes_the_file(hdfs_mount_dir):
+    """hdfs://: open(O_RDONLY | O_CREAT) of a new file was ENOENT (the backend's read-only
+    open does not create); Linux makes it empty, as the PLFS mounts already did."""
+    results = []
+    for root in hdfs_mount_dir:
+        path = os.path.join(root, "ro-created")
+        seen = []
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        seen += [os.read(fd, 10), os.fstat(fd).st_size]
+        os.close(fd)
+        seen += [os.path.isfile(path), _outcome(lambda: os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL))]
+        results.append(seen)
+    assert results[1] == results[0] == [b"", 0, True, "EEXIST"]
