@@ -316,7 +316,15 @@ class _PlfsHandle(_Handle):
                 self.unsynced += writer.log_paths()
             self.writer = None
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except BaseException as exc:
+                # Kept for the owner too: this close may be a child's close-on-exec of an
+                # inherited descriptor, or another open's read, whose result nobody reads.
+                with self._cond:
+                    self._error = self._error or exc
+                if report:
+                    raise
         if report:
             self._check_error()
 

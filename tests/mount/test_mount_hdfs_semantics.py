@@ -152,3 +152,36 @@ def test_a_read_only_open_with_o_creat_makes_the_file(hdfs_mount_dir):
         seen += [os.path.isfile(path), _outcome(lambda: os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL))]
         results.append(seen)
     assert results[1] == results[0] == [b"", 0, True, "EEXIST"]
+
+
+def test_a_failed_close_of_a_plfs_writer_reaches_its_owner(hdfs_cluster, hdfs_root, tmp_path, monkeypatch):
+    """plfs+hdfs://: the same for a PLFS writer: a flush that was not the owner's close(2)
+    took the writer's failed close along, and the owner's fsync and close said 0."""
+    import hpcbridge
+    from hpcbridge.plfs.writer import PlfsWriter
+    from tests.mount.test_mount_races import _close, _open, _write
+
+    info = hdfs_cluster.info
+    fs = hpcbridge.connect(f"plfs+{info.url}", webhdfs=f"http://127.0.0.1:{info.http_port}")
+    ops = BridgeOperations(fs, hdfs_root)
+    w = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fi = _open(ops, "/f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert _write(ops, fi, b"a" * 5000, 0) == os.write(w, b"a" * 5000) == 5000
+    real_close, leaked = PlfsWriter.close, []
+
+    def lost(self, write_meta=True):
+        leaked.append(self)
+        raise OSError(errno.EIO, "Failed to replace a bad datanode on the existing pipeline")
+
+    monkeypatch.setattr(PlfsWriter, "close", lost)
+    try:
+        ops.flush("/f", fi)  # a child's close-on-exec: its result is not read
+    except Exception:
+        pass
+    monkeypatch.setattr(PlfsWriter, "close", real_close)
+    oracle = [_outcome(lambda: os.fsync(w)), _outcome(lambda: os.close(w))]
+    mount = [_outcome(lambda: ops.fsync("/f", 0, fi)), _outcome(lambda: _close(ops, "/f", fi))]
+    for writer in leaked:
+        writer.close()
+    assert oracle == ["ok", "ok"]
+    assert "EIO" in mount, mount
