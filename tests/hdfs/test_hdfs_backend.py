@@ -258,8 +258,8 @@ def test_append_right_after_close_leaves_no_stale_replica(hdfs_cluster, hdfs, hd
     assert not stale
 
 
-def test_append_right_after_a_close_keeps_every_byte_as_a_local_file(hdfs_cluster, hdfs_options, hdfs_root,
-                                                                    tmp_path):
+def test_append_right_after_a_close_keeps_every_byte_as_a_local_file(
+        hdfs_cluster, hdfs_options, hdfs_root, tmp_path):
     """libhdfs, files replicated on every DataNode (3 here): Java's append right after a close
     built its pipeline from the replicas the NameNode listed; with one not yet reported, its
     datanode-replacement policy found no spare DataNode and failed the append's close with EIO
