@@ -316,7 +316,15 @@ class _PlfsHandle(_Handle):
                 self.unsynced += writer.log_paths()
             self.writer = None
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except BaseException as exc:
+                # Kept for the owner too: this close may be a child's close-on-exec of an
+                # inherited descriptor, or another open's read, whose result nobody reads.
+                with self._cond:
+                    self._error = self._error or exc
+                if report:
+                    raise
         if report:
             self._check_error()
 
@@ -346,13 +354,24 @@ class _RawHandle(_Handle):
         super().__init__(*args)
         self.raw = raw
         self.position = 0  # where a backend without positional writes (HDFS) is
+        #: A failed close of the backend file by a flush that was not this open's own close(2)
+        #: (a reader's publish, or a child's close-on-exec of an inherited descriptor): kept
+        #: for this open's next write, fsync or close, as the kernel's write-back reports errors.
+        self.error = None
         #: The state's generation when this reader's stream was opened (see readinto).
         self.reader_generation = self.state.generation
 
     def end(self) -> int:
         return self.position if self.writable else 0
 
+    def _check_error(self) -> None:
+        with self.lock:
+            error, self.error = self.error, None
+        if error is not None:
+            raise error
+
     def write(self, view, offset: int) -> int:
+        self._check_error()
         with self.lock:
             self._reopen()
             if self.ops.fs.capabilities.positional_write:
@@ -394,21 +413,44 @@ class _RawHandle(_Handle):
             self.raw = fs._open_raw(fs._path(self.ops.backend_path(self.path)), OpenMode.parse("ab", ""))
 
     def publish(self) -> None:
-        self.flush()
+        """Another open reads or truncates the file: a failure stays for this open's owner."""
+        try:
+            self._close_raw()
+        except Exception:
+            pass  # kept in self.error
 
     def flush(self) -> None:
-        """close(2): where written bytes show only when the file is closed (HDFS), close it
-        now (a later write through the handle appends); elsewhere flush."""
+        """close(2) of a descriptor: where written bytes show only when the file is closed
+        (HDFS), close it now (a later write through the handle appends); elsewhere flush. An
+        earlier flush's failure is raised here too: that flush may have been a child's
+        close-on-exec of an inherited descriptor, whose close(2) result nobody reads."""
+        self._check_error()
+        self._close_raw()
+
+    def _close_raw(self) -> None:
         with self.lock:
             if not self.writable or self.raw is None:
                 return
             if self.ops.fs.capabilities.visible_writes:
                 self.raw.flush()
-            else:
-                raw, self.raw = self.raw, None
+                return
+            raw, self.raw = self.raw, None
+            try:
                 raw.close()
+            except Exception as exc:
+                # The bytes since the last close are lost (HDFS keeps a file's last block only
+                # once its close succeeds). Report it to this open's next call, and go on from
+                # the file's real end, so a later write is not appended where it does not
+                # belong and stat does not count the lost bytes.
+                self.error = exc
+                try:
+                    self.position = self.ops.fs.info(self.ops.backend_path(self.path)).size
+                except Exception:
+                    pass
+                raise
 
     def fsync(self) -> None:
+        self._check_error()
         with self.lock:
             if self.writable and self.raw is not None:
                 self.raw.sync()
@@ -881,6 +923,14 @@ class BridgeOperations(mfusepy.Operations):
                         raise mfusepy.FuseOSError(errno.EBUSY)
             if perm is not None and self._create_local(p, flags, perm):
                 flags &= ~os.O_EXCL  # made just now, with the caller's bits
+            elif not writable and (create or flags & os.O_CREAT) and not fs.exists(p):
+                # open(O_RDONLY | O_CREAT) of a new file makes it empty, as open(2) does; the
+                # backend's read-only open would not (HDFS answered ENOENT).
+                try:
+                    fs._open_raw(fs._path(p), OpenMode(False, True, True, False, True, False, False, "fuse")).close()
+                    flags &= ~os.O_EXCL
+                except FileExistsError:
+                    pass  # made by another process meanwhile: open it, or EEXIST for O_EXCL below
             mode = self._raw_mode(p, flags, readable, writable, create)
             raw = fs._open_raw(fs._path(p), mode)
 

@@ -296,6 +296,31 @@ def test_append_right_after_close_leaves_no_stale_replica(hdfs_cluster, hdfs, hd
     assert not stale
 
 
+def test_append_right_after_a_close_keeps_every_byte_as_a_local_file(
+        hdfs_cluster, hdfs_options, hdfs_root, tmp_path):
+    """libhdfs, files replicated on every DataNode (3 here): Java's append right after a close
+    built its pipeline from the replicas the NameNode listed; with one not yet reported, its
+    datanode-replacement policy found no spare DataNode and failed the append's close with EIO
+    ("Failed to replace a bad datanode": 3 of 5 on the testbed), the appended bytes lost.
+    Oracle: the same opens on a local file."""
+    import hpcbridge
+
+    hdfs = hpcbridge.connect(hdfs_cluster.info.url, **hdfs_options, replication=3)
+    results = []
+    for root, fs in ((str(tmp_path), None), (hdfs_root, hdfs)):
+        kept = []
+        for i in range(6):
+            path = f"{root}/c{i}"
+            with (open(path, "wb") if fs is None else fs.open(path, "wb")) as f:
+                f.write(b"a" * 5000)
+            with (open(path, "ab") if fs is None else fs.open(path, "ab")) as f:
+                f.write(b"b" * 5000)
+            with (open(path, "rb") if fs is None else fs.open(path, "rb")) as f:
+                kept.append(f.read() == b"a" * 5000 + b"b" * 5000)
+        results.append(kept)
+    assert results[1] == results[0] == [True] * 6
+
+
 def test_names_beyond_the_basic_multilingual_plane_as_webhdfs(hdfs, hdfs_root, hdfs_cluster):
     """libhdfs takes Java's modified UTF-8: an emoji in standard UTF-8 named another file."""
     import json
