@@ -160,7 +160,9 @@ class MemoryFileSystem(FileSystem):
             elif mode.truncate:
                 del store.files[path][:]
                 store.mtimes[path] = time.time()
-        return _MemoryRawFile(self, path, mode)
+            # Under the lock: the handle takes the file's bytes, which a concurrent rm would
+            # otherwise take out of the store first.
+            return _MemoryRawFile(self, path, mode)
 
     def _check_parent(self, path: str) -> None:
         parent = _parent(path)
