@@ -27,10 +27,16 @@ from .scheduling import DEFAULT_BALANCE, current_client
 __all__ = ["flash_stats", "flash_stats_h5py", "flash_variables", "plot_histogram"]
 
 
-def _variables_of(h5) -> list[str]:
+def _variables_of(h5, url: str) -> list[str]:
     names = []
     if "unknown names" in h5:
         names = [n.decode(errors="replace") for n in np.asarray(h5["unknown names"][()]).reshape(-1)]
+        missing = [n for n in names if n not in h5]
+        if missing and len(missing) < len(names):
+            # A checkpoint that lists a variable it lacks is damaged (a writer stopped early):
+            # statistics that silently leave it out would pass for the whole checkpoint's.
+            raise DatasetNotFoundError(f"{url} has no dataset for the unknown name(s) "
+                                       f"{', '.join(map(repr, missing))} it lists")
         names = [n for n in names if n in h5]
     if not names:  # not a FLASH checkpoint's header: every 4-D dataset of the root group
         names = sorted(k for k, v in h5.items() if getattr(v, "ndim", 0) == 4)
@@ -49,7 +55,7 @@ def flash_variables(url: str, storage_options: dict | None = None) -> list[str]:
         except OSError as exc:
             raise NotHDF5Error(f"{url} cannot be opened as an HDF5 file: {exc}") from None
         with h5:
-            names = _variables_of(h5)
+            names = _variables_of(h5, url)
     if not names:
         raise ValueError(f"{url} has no FLASH variables (no 'unknown names' and no 4-D datasets)")
     return names
@@ -96,6 +102,8 @@ def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str 
     names = flash_variables(url, storage_options)
     by_label = {_label(n): n for n in names}
     if variables is not None:
+        if not variables:
+            raise ValueError(f"no variables asked of {url} (variables: {', '.join(by_label)})")
         missing = [v for v in variables if v not in names and v not in by_label]
         if missing:
             raise DatasetNotFoundError(f"{url} has no variable {', '.join(map(repr, missing))} "
@@ -106,36 +114,46 @@ def flash_stats(url: str, variables: list[str] | None = None, *, histogram: str 
         raise DatasetNotFoundError(f"{url} has no variable {target!r} to histogram (variables: {', '.join(by_label)})")
     target = by_label.get(target, target)
     job = job or uuid.uuid4().hex[:12]
+    # The histogram's variable is read even when it is not among ``variables``: its bins need its
+    # min and max, computed in the same pass as the statistics.
     arrays = {n: read_hdf5(url, n, locality=locality, client=client, storage_options=storage_options,
-                           partition_size=partition_size, balance=balance, job=job, memory_map=memory_map) for n in names}
+                           partition_size=partition_size, balance=balance, job=job, memory_map=memory_map)
+              for n in dict.fromkeys([*names, target])}
+    empty = [_label(n) for n, a in arrays.items() if a.size == 0]
+    if empty:  # numpy's min/max refuse an empty array too; say which file and variable
+        raise ValueError(f"{url}: variable {', '.join(map(repr, empty))} has no cells (shape "
+                         f"{arrays[by_label.get(empty[0], empty[0])].shape}): no min/max/mean/histogram")
     stats = []
-    for a in arrays.values():
+    for n in names:
+        a = arrays[n]
         stats += [a.min(), a.max(), a.mean()]
+    hist_array = arrays[target]
+    stats += [hist_array.min(), hist_array.max()]
     values = _compute(client, *stats)
     result = {_label(n): {"min": float(values[3 * i]), "max": float(values[3 * i + 1]),
                           "mean": float(values[3 * i + 2])} for i, n in enumerate(names)}
-    lo, hi = result[_label(target)]["min"], result[_label(target)]["max"]
-    if target in arrays:
-        hist_array = arrays[target]
-    else:
-        hist_array = read_hdf5(url, target, locality=locality, client=client, storage_options=storage_options,
-                               partition_size=partition_size, balance=balance, job=job, memory_map=memory_map)
-    counts, edges = da.histogram(hist_array, bins=bins, range=_range(lo, hi))
+    edges = _bin_edges(values[-2], values[-1], bins, hist_array.dtype, url, _label(target))
+    counts, _ = da.histogram(hist_array, bins=edges)
     (counts,) = _compute(client, counts)
-    first = next(iter(arrays.values()))
+    first = arrays[names[0]]
     value = {"variables": result,
-             "histogram": {"variable": _label(target), "edges": np.asarray(edges).tolist(),
+             "histogram": {"variable": _label(target), "edges": edges.tolist(),
                            "counts": np.asarray(counts).astype(int).tolist()},
              "blocks": int(first.shape[0]), "cells": int(first.size)}
     report = collect_report(job, current_client(client))
     return JobResult("flash", value, time.perf_counter() - started, report,
-                     sum(a.npartitions for a in arrays.values()) + hist_array.npartitions * (target not in arrays),
-                     {"url": url, "locality_on": locality})
+                     sum(a.npartitions for a in arrays.values()), {"url": url, "locality_on": locality})
 
 
-def _range(lo: float, hi: float) -> tuple[float, float]:
-    # np.histogram widens an empty range the same way: half a unit around a constant field.
-    return (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+def _bin_edges(lo, hi, bins: int, dtype, url: str, variable: str) -> np.ndarray:
+    """The edges ``numpy.histogram(data, bins)`` uses for data of ``dtype`` whose min and max are
+    ``lo`` and ``hi``: numpy computes them in the data's float type (float32 for a plotfile,
+    ``linspace`` in float32 steps, not float64 edges rounded) and widens a constant field by half a
+    unit each side; counting against other edges moves values that lie near an edge."""
+    try:
+        return np.histogram_bin_edges(np.array([lo, hi], dtype=dtype), bins=bins)
+    except ValueError as exc:  # NaN or inf: numpy cannot place equal-width bins either
+        raise ValueError(f"{url}: cannot histogram {variable!r}: {exc} (NaN or inf values)") from None
 
 
 def flash_stats_h5py(path: str, variables: list[str] | None = None, histogram: str | None = None,
@@ -144,7 +162,7 @@ def flash_stats_h5py(path: str, variables: list[str] | None = None, histogram: s
     import h5py
 
     with h5py.File(path, "r") as h5:
-        names = _variables_of(h5)
+        names = _variables_of(h5, path)
         by_label = {_label(n): n for n in names}
         if variables is not None:
             names = [v if v in names else by_label[v] for v in variables]
@@ -155,8 +173,7 @@ def flash_stats_h5py(path: str, variables: list[str] | None = None, histogram: s
         target = histogram if histogram is not None else ("dens" if "dens" in by_label else _label(names[0]))
         target = by_label.get(target, target)
         data = h5[target][()]
-        lo, hi = result[_label(target)]["min"], result[_label(target)]["max"]
-        counts, edges = np.histogram(data, bins=bins, range=_range(lo, hi))
+        counts, edges = np.histogram(data, bins=bins)
         return {"variables": result, "histogram": {"variable": _label(target), "edges": edges.tolist(),
                                                    "counts": counts.astype(int).tolist()},
                 "blocks": int(data.shape[0]), "cells": int(data.size)}

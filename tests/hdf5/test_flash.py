@@ -17,6 +17,7 @@ import hpcbridge  # noqa: E402
 import hpcbridge.dask as hd  # noqa: E402
 import hpcbridge.dask.arrays as hd_arrays  # noqa: E402
 from hpcbridge.cli.main import main  # noqa: E402
+from hpcbridge.dask.flash import flash_stats_h5py  # noqa: E402
 from hpcbridge.fs.transfer import copy_file  # noqa: E402
 from hpcbridge.hdf5 import DatasetNotFoundError, NotHDF5Error  # noqa: E402
 
@@ -145,3 +146,96 @@ def test_flash_on_the_hdfs_testbed(dask_testbed, checkpoint, capsys):
         assert "locality of job" in text and "127.0.0." in text and "dens" in text
     finally:
         dask_testbed.fs().rm(root, recursive=True)
+
+
+def _flash_file(path, **variables):
+    """A minimal FLASH-like file: ``unknown names`` and one dataset per variable."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("unknown names", data=np.array([[n.encode()] for n in variables], dtype="S4"))
+        for name, data in variables.items():
+            f.create_dataset(name, data=data)
+    return f"file://{path}"
+
+
+def numpy_value(path, histogram="dens", bins=20):
+    """The oracle for any file: numpy's min/max/mean of each variable and numpy.histogram(data, bins)
+    with its own range rule (autodetected, widened around a constant field)."""
+    with h5py.File(path, "r") as f:
+        names = [n[0].decode() for n in f["unknown names"][()]]
+        stats = {n.strip(): {"min": float(f[n][()].min()), "max": float(f[n][()].max()),
+                             "mean": float(f[n][()].mean())} for n in names}
+        counts, edges = np.histogram(f[next(n for n in names if n.strip() == histogram)][()], bins=bins)
+    return stats, counts.tolist(), edges.tolist()
+
+
+def test_flash_plotfile_float32_histogram_is_numpys(checkpoint):
+    """FLASH-IO's plotfile holds float32 variables: numpy.histogram bins them with float32 edges
+    (linspace in float32 steps); float64 edges counted values near an edge into the next bin."""
+    plot = checkpoint.replace("hdf5_chk_0000", "hdf5_plt_cnt_0000")
+    with h5py.File(plot, "r+") as f:
+        assert f["dens"].dtype == np.float32 and f["dens"].shape == (10, 8, 8, 8)
+        grid = np.linspace(0, 1, 21, dtype=np.float32)  # values on numpy's float32 edges
+        f["dens"][...] = np.resize(grid, f["dens"].shape)
+        f["temp"][...] = np.random.default_rng(5).random(f["temp"].shape, dtype=np.float32)
+    for variable in ("dens", "temp"):
+        value = hd.flash_stats(f"file://{plot}", histogram=variable, bins=20).value
+        stats, counts, edges = numpy_value(plot, variable)
+        assert value["histogram"]["counts"] == counts, variable
+        assert value["histogram"]["edges"] == edges, variable
+        assert {k: v for k, v in value["variables"].items() if k != "f1"} == {
+            k: v for k, v in stats.items() if k != "f1"}
+        reference = flash_stats_h5py(plot, histogram=variable, bins=20)
+        assert reference["histogram"]["counts"] == counts and reference["histogram"]["edges"] == edges
+
+
+@pytest.mark.parametrize("case", ["constant", "one block", "big-endian", "big-endian float32"])
+def test_flash_edge_fields_equal_numpy(case, tmp_path):
+    rng = np.random.default_rng(3)
+    data = {"constant": np.full((3, 4, 4, 4), 2.5), "one block": rng.normal(size=(1, 4, 4, 4)),
+            "big-endian": rng.normal(size=(2, 4, 4, 4)).astype(">f8"),
+            "big-endian float32": rng.normal(size=(2, 4, 4, 4)).astype(">f4")}[case]
+    url = _flash_file(tmp_path / "f.h5", dens=data, pres=data[::-1].copy())
+    value = hd.flash_stats(url, bins=20).value
+    stats, counts, edges = numpy_value(tmp_path / "f.h5")
+    assert value["histogram"]["counts"] == counts and value["histogram"]["edges"] == edges
+    for name in stats:
+        assert value["variables"][name]["min"] == stats[name]["min"]
+        assert value["variables"][name]["max"] == stats[name]["max"]
+        assert value["variables"][name]["mean"] == pytest.approx(stats[name]["mean"], rel=1e-6)
+    assert value["blocks"] == data.shape[0] and value["cells"] == data.size
+
+
+def test_flash_histogram_of_a_variable_not_among_variables(checkpoint):
+    """histogram= names a variable left out of variables=: its bins still span its own min/max
+    (the old code looked them up among the asked variables' statistics: KeyError)."""
+    value = hd.flash_stats(f"file://{checkpoint}", ["pres"], histogram="dens", bins=9).value
+    stats, counts, edges = numpy_value(checkpoint, "dens", bins=9)
+    assert set(value["variables"]) == {"pres"} and value["variables"]["pres"] == stats["pres"]
+    assert value["histogram"]["counts"] == counts
+    np.testing.assert_allclose(value["histogram"]["edges"], edges, rtol=1e-15)
+
+
+def test_flash_bad_fields_name_the_url(tmp_path):
+    """Where numpy cannot answer (NaN/inf range, empty arrays, a listed variable with no dataset),
+    the error names the file; the statistics are never silently partial."""
+    nan = np.ones((1, 4, 4, 4))
+    nan[0, 1, 2, 3] = np.nan
+    inf = np.ones((1, 4, 4, 4))
+    inf[0, 0, 0, 0] = np.inf
+    for name, data in (("nan", nan), ("inf", inf)):
+        url = _flash_file(tmp_path / f"{name}.h5", dens=data)
+        with pytest.raises(ValueError, match=f"{url}: cannot histogram 'dens': .* not finite"):
+            hd.flash_stats(url)
+    url = _flash_file(tmp_path / "zero.h5", dens=np.zeros((0, 4, 4, 4)))
+    with pytest.raises(ValueError, match=f"{url}: variable 'dens' has no cells"):
+        hd.flash_stats(url)
+    url = _flash_file(tmp_path / "two.h5", dens=np.ones((1, 4, 4, 4)), pres=np.ones((1, 4, 4, 4)))
+    with h5py.File(tmp_path / "two.h5", "r+") as f:
+        del f["pres"]  # listed in "unknown names", no dataset
+    with pytest.raises(DatasetNotFoundError, match=f"{url} has no dataset for the unknown name.*'pres'"):
+        hd.flash_stats(url)
+    url = _flash_file(tmp_path / "one.h5", dens=np.ones((1, 4, 4, 4)))
+    with pytest.raises(ValueError, match=f"no variables asked of {url}"):
+        hd.flash_stats(url, [])
+    with pytest.raises(FileNotFoundError, match=f"file://{tmp_path}/absent.h5"):
+        hd.flash_stats(f"file://{tmp_path}/absent.h5")
