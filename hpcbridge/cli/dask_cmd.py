@@ -180,8 +180,10 @@ def _print_flash(args, result) -> None:
     hist = value["histogram"]
     peak = max(hist["counts"]) or 1
     print(f"  histogram of {hist['variable']} ({len(hist['counts'])} bins):")
-    for lo, hi, n in zip(hist["edges"], hist["edges"][1:], hist["counts"]):
-        print(f"    [{lo:>11.5g}, {hi:>11.5g})  {n:>10}  {'#' * round(40 * n / peak)}")
+    last = len(hist["counts"]) - 1
+    for i, (lo, hi, n) in enumerate(zip(hist["edges"], hist["edges"][1:], hist["counts"])):
+        # numpy.histogram's last bin is closed: it counts the values equal to the maximum
+        print(f"    [{lo:>11.5g}, {hi:>11.5g}{']' if i == last else ')'}  {n:>10}  {'#' * round(40 * n / peak)}")
     if result.details.get("plot"):
         print(f"  histogram written to {result.details['plot']}")
     print(result.report.format())

@@ -94,6 +94,9 @@ def test_cli_flash_json_text_and_plot(checkpoint, tmp_path, capsys, monkeypatch)
     text = capsys.readouterr().out
     assert "flash statistics of " + url in text and "histogram of temp" in text and "locality of job" in text
     assert "locality off" in text
+    closers = [line.split(",", 1)[1].split()[0][-1] for line in text.splitlines() if line.startswith("    [")]
+    # 20 bins (the default); only numpy's last bin is closed at its right edge
+    assert closers == [")"] * 19 + ["]"], closers
     # --no-memory-map reaches every read_hdf5 of the job; the statistics are the same
     seen = []
     real = hd_arrays.read_hdf5
