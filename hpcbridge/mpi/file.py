@@ -849,9 +849,18 @@ class File:
         self._collective(prepare)
 
     def Get_errhandler(self):
-        """``MPI.ERRORS_RETURN``: errors are Python exceptions, as mpi4py raises them."""
+        """A new handle of ``MPI.ERRORS_RETURN`` (errors are Python exceptions, as mpi4py raises
+        them), which the caller may ``Free()`` as MPI_File_get_errhandler's result."""
         from mpi4py import MPI
 
+        # MPI_File_get_errhandler returns a new reference, and MPI programs free it. Handing out
+        # the predefined MPI.ERRORS_RETURN object itself let that Free() release a reference
+        # Open MPI never gave (free(): invalid pointer, an abort at MPI finalisation). The
+        # default file error handler (on MPI.FILE_NULL) is ERRORS_RETURN and comes with one.
+        errhandler = MPI.FILE_NULL.Get_errhandler()
+        if errhandler == MPI.ERRORS_RETURN:
+            return errhandler
+        errhandler.Free()  # the program changed the default; hpcbridge still raises exceptions
         return MPI.ERRORS_RETURN
 
     def Set_errhandler(self, errhandler) -> None:
