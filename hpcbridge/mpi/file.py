@@ -788,6 +788,7 @@ class File:
     def Get_amode(self) -> int:
         """The MPI access mode (``MODE_RDONLY``/``WRONLY``/``RDWR`` with ``MODE_CREATE``,
         ``MODE_EXCL``): as passed to open, or the equivalent of the mode string."""
+        self._check()  # a closed file is MPI.FILE_NULL in mpi4py: ERR_FILE, as every other call
         if self._amode is not None:
             return self._amode
         from mpi4py import MPI
@@ -798,10 +799,12 @@ class File:
 
     def Get_group(self):
         """The group of the communicator that opened the file (free it with ``Free()``)."""
+        self._check()
         return self.comm.Get_group()
 
     def Get_info(self):
         """The hints in use, as a new ``MPI.Info`` (free it with ``Free()``)."""
+        self._check()
         from mpi4py import MPI
 
         info = MPI.Info.Create()

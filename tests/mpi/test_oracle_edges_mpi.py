@@ -193,7 +193,15 @@ MISTAKES = {
     "read on a write-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_WRONLY).Read_at(
         0, _fill(1, 1)),
     "delete of a missing file": lambda F, MPI, f, path, other: F.Delete(other),
+    "Get_amode of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_amode(),
+    "Get_group of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_group(),
 }
+
+
+def _closed(F, MPI, path):
+    handle = F.Open(MPI.COMM_SELF, path, MPI.MODE_RDWR)
+    handle.Close()
+    return handle
 
 
 def _reopened(F, MPI, path, amode):
@@ -232,6 +240,11 @@ def test_mistakes_raise_mpi_exceptions_of_open_mpis_error_class(mpi_tmp_path):
                     _OPENED.pop().Close()
     for name in MISTAKES:
         assert classes["ompi", name] is not None and classes["hb", name] == classes["ompi", name], (name, classes)
+    # Get_info of a closed file: Open MPI says ERR_COMM, the standard's class for a bad file is
+    # ERR_FILE (what every other call of a closed file raises, on both); hpcbridge returned hints.
+    with pytest.raises(MPI.Exception) as caught:
+        _closed(HbFile, MPI, os.path.join(directory, "hb.bin")).Get_info()
+    assert caught.value.Get_error_class() == MPI.ERR_FILE
 
 
 @pytest.mark.parametrize("backend", LOCAL_BACKENDS)
