@@ -48,6 +48,8 @@ def error_class_of(exc: BaseException) -> str:
     if isinstance(exc, ValueError):
         if "closed file" in text:
             return "ERR_FILE"
+        if "split collective" in text and "already active" in text:
+            return "ERR_REQUEST"  # Open MPI: a second *_begin before the first's *_end
         if "amode" in text or "invalid mode" in text or "MODE_" in text:
             return "ERR_AMODE"
         if "hint" in text:

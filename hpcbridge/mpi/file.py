@@ -788,6 +788,7 @@ class File:
     def Get_amode(self) -> int:
         """The MPI access mode (``MODE_RDONLY``/``WRONLY``/``RDWR`` with ``MODE_CREATE``,
         ``MODE_EXCL``): as passed to open, or the equivalent of the mode string."""
+        self._check()  # a closed file is MPI.FILE_NULL in mpi4py: ERR_FILE, as every other call
         if self._amode is not None:
             return self._amode
         from mpi4py import MPI
@@ -798,10 +799,12 @@ class File:
 
     def Get_group(self):
         """The group of the communicator that opened the file (free it with ``Free()``)."""
+        self._check()
         return self.comm.Get_group()
 
     def Get_info(self):
         """The hints in use, as a new ``MPI.Info`` (free it with ``Free()``)."""
+        self._check()
         from mpi4py import MPI
 
         info = MPI.Info.Create()
@@ -849,9 +852,18 @@ class File:
         self._collective(prepare)
 
     def Get_errhandler(self):
-        """``MPI.ERRORS_RETURN``: errors are Python exceptions, as mpi4py raises them."""
+        """A new handle of ``MPI.ERRORS_RETURN`` (errors are Python exceptions, as mpi4py raises
+        them), which the caller may ``Free()`` as MPI_File_get_errhandler's result."""
         from mpi4py import MPI
 
+        # MPI_File_get_errhandler returns a new reference, and MPI programs free it. Handing out
+        # the predefined MPI.ERRORS_RETURN object itself let that Free() release a reference
+        # Open MPI never gave (free(): invalid pointer, an abort at MPI finalisation). The
+        # default file error handler (on MPI.FILE_NULL) is ERRORS_RETURN and comes with one.
+        errhandler = MPI.FILE_NULL.Get_errhandler()
+        if errhandler == MPI.ERRORS_RETURN:
+            return errhandler
+        errhandler.Free()  # the program changed the default; hpcbridge still raises exceptions
         return MPI.ERRORS_RETURN
 
     def Set_errhandler(self, errhandler) -> None:

@@ -193,7 +193,15 @@ MISTAKES = {
     "read on a write-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_WRONLY).Read_at(
         0, _fill(1, 1)),
     "delete of a missing file": lambda F, MPI, f, path, other: F.Delete(other),
+    "Get_amode of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_amode(),
+    "Get_group of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_group(),
 }
+
+
+def _closed(F, MPI, path):
+    handle = F.Open(MPI.COMM_SELF, path, MPI.MODE_RDWR)
+    handle.Close()
+    return handle
 
 
 def _reopened(F, MPI, path, amode):
@@ -232,6 +240,11 @@ def test_mistakes_raise_mpi_exceptions_of_open_mpis_error_class(mpi_tmp_path):
                     _OPENED.pop().Close()
     for name in MISTAKES:
         assert classes["ompi", name] is not None and classes["hb", name] == classes["ompi", name], (name, classes)
+    # Get_info of a closed file: Open MPI says ERR_COMM, the standard's class for a bad file is
+    # ERR_FILE (what every other call of a closed file raises, on both); hpcbridge returned hints.
+    with pytest.raises(MPI.Exception) as caught:
+        _closed(HbFile, MPI, os.path.join(directory, "hb.bin")).Get_info()
+    assert caught.value.Get_error_class() == MPI.ERR_FILE
 
 
 @pytest.mark.parametrize("backend", LOCAL_BACKENDS)
@@ -473,3 +486,58 @@ def test_a_store_of_one_process_is_refused_for_several_ranks(world, tmp_path_fac
         finally:
             f.Close()
         assert hpcbridge.open(backend, "rb").read() == b"alone"
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_get_errhandler_returns_a_handle_the_caller_frees_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """MPI_File_get_errhandler returns a new reference, which MPI programs free: hpcbridge gave
+    out the predefined ``MPI.ERRORS_RETURN`` object itself, whose Free() released a reference
+    Open MPI never gave (free(): invalid pointer, the job aborted at finalisation)."""
+    from mpi4py import MPI
+
+    def handles(f, comm):
+        seen = []
+        for k in range(2):
+            errhandler = f.Get_errhandler()
+            # Freeing the predefined object itself would corrupt the process: check it first.
+            assert errhandler is not MPI.ERRORS_RETURN
+            seen.append(errhandler == MPI.ERRORS_RETURN)
+            errhandler.Free()
+            seen.append(errhandler == MPI.ERRHANDLER_NULL)
+        f.Set_errhandler(MPI.ERRORS_RETURN)
+        return seen
+
+    def write(f, comm):
+        handles(f, comm)
+        f.Write_at_all(comm.rank, np.full(1, comm.rank, dtype=np.uint8))
+
+    def check():
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "get-errhandler", write,
+                                                 handles)
+        assert want == got == [True, True, True, True] and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+def test_a_second_split_collective_begin_raises_err_request_as_in_open_mpi(world, mpi_tmp_path):
+    """A split collective begun while another is active (MPI: erroneous): Open MPI raises
+    ERR_REQUEST, hpcbridge raised ERR_ARG. The first one still completes, on both."""
+    from mpi4py import MPI
+
+    def write(f, comm):
+        buf = np.full(4, comm.rank + 1, dtype=np.uint8)
+        f.Write_at_all_begin(4 * comm.rank, buf)
+        try:
+            f.Write_at_all_begin(4 * comm.rank + 4 * comm.size, buf)
+            error = None
+        except MPI.Exception as exc:
+            error = MPI.Get_error_string(exc.Get_error_class()).split(":")[0]
+        f.Write_at_all_end(buf)
+        write.errors.append(error)
+
+    def check():
+        write.errors = []
+        _, _, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), "posix", "split-twice", write)
+        assert write.errors == ["MPI_ERR_REQUEST", "MPI_ERR_REQUEST"] and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
