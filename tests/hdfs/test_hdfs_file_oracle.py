@@ -135,15 +135,18 @@ def test_text_reads_as_open(place, hdfs_options, backend, newline):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("buffering", [0, -1, 4096, 100_000])
+@pytest.mark.parametrize("buffering", [0, -1, 4096, 100_000, "prefetch"])
 def test_big_reads_across_block_boundaries(hdfs_cluster, hdfs_options, hdfs_root, tmp_path, backend, buffering):
-    """Files of several 64 KiB blocks: reads and readinto of every size around the boundaries."""
+    """Files of several 64 KiB blocks: reads and readinto of every size around the boundaries,
+    also with whole-block prefetch; and the other driver reads the same bytes."""
     block = 64 << 10
     data = random.Random(7).randbytes(5 * block + 1234)
     oracle = tmp_path / "big"
     oracle.write_bytes(data)
     url = f"{backend}://127.0.0.1:{hdfs_cluster.info.rpc_port}{hdfs_root}/big"
-    fs, path = hpcbridge.url_to_fs(url, block_size=block, **hdfs_options)
+    extra = {"prefetch": True, "readahead": 4096} if buffering == "prefetch" else {}
+    fs, path = hpcbridge.url_to_fs(url, block_size=block, **extra, **hdfs_options)
+    buffering = -1 if buffering == "prefetch" else buffering
     with fs.open(path, "wb") as w:
         for start in range(0, len(data), 50_000):  # several writes, one crossing each boundary
             w.write(data[start:start + 50_000])
@@ -168,6 +171,12 @@ def test_big_reads_across_block_boundaries(hdfs_cluster, hdfs_options, hdfs_root
         f.seek(0)
         assert f.read() == data
     assert fs.read_bytes(path) == data
+    other = {**hdfs_options, "driver": {"native": "libhdfs", "libhdfs": "native"}[hdfs_options["driver"]]}
+    with hpcbridge.open(url, "rb", **other) as f:
+        f.seek(block - 3)
+        assert f.read(7) == data[block - 3:block + 4]
+        f.seek(0)
+        assert f.read() == data
 
 
 # -- writes ---------------------------------------------------------------------------------------
