@@ -274,3 +274,15 @@ def test_hdfs_writer_seek_arguments_as_fileio():
                 assert outcome(lambda: raw.seek(offset, whence)) == outcome(lambda: oracle.seek(offset, whence))
         assert raw.seek(0, io.SEEK_END) == raw.seek(5) == raw.seek(0, io.SEEK_CUR) == 5
         assert outcome(lambda: raw.seek(0)) == ("error", "UnsupportedOperation")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["xb", "x", "wb", "ab"])
+def test_exclusive_create_of_a_directory_exists(place, backend, mode):
+    """open(2) with O_CREAT|O_EXCL fails with EEXIST on any existing name, a directory included;
+    memory and PLFS said EISDIR (right for w and a, which still say it)."""
+    url, oracle = place(backend, "d", None)
+    fs, path = hpcbridge.url_to_fs(url)
+    fs.mkdir(path)
+    os.mkdir(oracle)
+    assert outcome(lambda: hpcbridge.open(url, mode)) == outcome(lambda: builtins.open(oracle, mode))

@@ -777,6 +777,10 @@ class HdfsFileSystem(FileSystem):
         try:
             return self._create_writer(path, replication, block_size, overwrite)
         except OSError as exc:
+            if not overwrite and exc.errno == errno.EISDIR:
+                # The NameNode's "already exists as a directory": open(2) with O_CREAT|O_EXCL
+                # says EEXIST for any existing name, a directory included (wb keeps EISDIR).
+                raise os_error(errno.EEXIST, self.url(path), BACKEND, "a directory of that name exists") from None
             if overwrite or exc.errno != errno.EBUSY:
                 raise
             # An exclusive create (xb, O_EXCL) of a file another writer is still writing: the

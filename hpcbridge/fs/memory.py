@@ -146,7 +146,8 @@ class MemoryFileSystem(FileSystem):
         store = self._store
         with store.lock:
             if path in store.dirs:
-                raise self._error(errno.EISDIR, path)
+                # open(2): O_CREAT|O_EXCL on any existing name is EEXIST, a directory included
+                raise self._error(errno.EEXIST if mode.exclusive else errno.EISDIR, path)
             exists = path in store.files
             if exists and mode.exclusive:
                 raise self._error(errno.EEXIST, path)

@@ -364,9 +364,13 @@ class ReadaheadReader(io.BufferedIOBase):
 
     # -- refusals ----------------------------------------------------------------------------
     def write(self, data) -> int:
-        """Refused: the file is read-only."""
-        self._check_open()
+        """Refused: the file is read-only (closed or not, as io.BufferedReader refuses it)."""
         raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode 'rb')")
+
+    def truncate(self, size=None) -> int:
+        """Refused: the file is read-only; a closed file is ValueError first, as io.BufferedReader."""
+        self._check_open()
+        raise io.UnsupportedOperation(f"truncate: {self.url} is open read-only (mode 'rb')")
 
     def pwrite(self, data, offset: int) -> int:
         """Refused: the file is read-only."""

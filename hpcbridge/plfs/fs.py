@@ -432,7 +432,8 @@ class PlfsFileSystem(FileSystem):
             # A directory: a plain one, or a container another process renamed into place
             # between the two checks.
             if not self._is_container(path):
-                raise os_error(errno.EISDIR, self.url(path), BACKEND)
+                # open(2): O_CREAT|O_EXCL on any existing name is EEXIST, a directory included
+                raise os_error(errno.EEXIST if mode.exclusive else errno.EISDIR, self.url(path), BACKEND)
             is_container = True
         if is_container and mode.exclusive:
             raise os_error(errno.EEXIST, self.url(path), BACKEND)
