@@ -38,18 +38,23 @@ def place(tmp_path):
         url = {"file": f"file://{tmp_path}/backend/{name}",
                "memory": f"memory://{store}/{name}",
                "plfs": f"plfs+file://{tmp_path}/backend/{name}"}[backend]
-        fs, path = hpcbridge.url_to_fs(url)
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-        if os.path.exists(oracle):
-            os.remove(oracle)
-        if data is not None:
-            with builtins.open(oracle, "wb") as f:
-                f.write(data)
-            fs.write_bytes(path, data)
-        return url, oracle
+        return place_both(url, oracle, data)
 
     return make
+
+
+def place_both(url: str, oracle: str, data: bytes | None, **options) -> tuple[str, str]:
+    """Make ``url`` and the local file ``oracle`` both hold ``data`` (both missing if None)."""
+    fs, path = hpcbridge.url_to_fs(url, **options)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+    if os.path.exists(oracle):
+        os.remove(oracle)
+    if data is not None:
+        with builtins.open(oracle, "wb") as f:
+            f.write(data)
+        fs.write_bytes(path, data)
+    return url, oracle
 
 
 def outcome(call):
@@ -63,8 +68,8 @@ def outcome(call):
     return ("ok", bytes(value) if isinstance(value, (bytearray, memoryview)) else value)
 
 
-def contents(url) -> bytes:
-    fs, path = hpcbridge.url_to_fs(url)
+def contents(url, **options) -> bytes:
+    fs, path = hpcbridge.url_to_fs(url, **options)
     return fs.read_bytes(path)
 
 
@@ -197,7 +202,15 @@ def test_operation_sequences_match_the_builtin_open(place, backend, mode, operat
     url, oracle = place(backend, "s", None if mode.startswith("x") else INITIAL)
     # PLFS writers are unbuffered (docs/plfs.md): compare them with the raw builtin file.
     oracle_buffering = 0 if backend == "plfs" and not text and mode != "rb" else buffering
-    ours = outcome(lambda: hpcbridge.open(url, mode, buffering=buffering))
+    run_both(url, oracle, mode, operations, buffering, oracle_buffering)
+
+
+def run_both(url: str, oracle: str, mode: str, operations: list, buffering: int, oracle_buffering: int,
+             **options) -> None:
+    """Open ``url`` and the local ``oracle`` in ``mode``, apply ``operations`` to both and
+    compare every outcome, then the files' bytes."""
+    text = "b" not in mode
+    ours = outcome(lambda: hpcbridge.open(url, mode, buffering=buffering, **options))
     theirs = outcome(lambda: builtins.open(oracle, mode, buffering=oracle_buffering))
     assert ours[0] == theirs[0]
     if ours[0] != "ok":
@@ -207,7 +220,7 @@ def test_operation_sequences_match_the_builtin_open(place, backend, mode, operat
         for operation in operations:
             got, expected = _apply(f, operation, text), _apply(g, operation, text)
             assert got == expected, (operation, operations)
-    assert contents(url) == builtins.open(oracle, "rb").read(), operations
+    assert contents(url, **options) == builtins.open(oracle, "rb").read(), operations
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

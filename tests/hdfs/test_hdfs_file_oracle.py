@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hpcbridge
-from tests.test_file_oracle import _OPERATIONS, INITIAL, _apply, outcome
+from tests.test_file_oracle import _OPERATIONS, INITIAL, _apply, contents, outcome, place_both, run_both
 
 pytestmark = pytest.mark.hdfs
 
@@ -35,27 +35,13 @@ def place(hdfs_cluster, hdfs_options, hdfs_root, tmp_path):
     def make(backend: str, name: str, data: bytes | None = INITIAL):
         oracle = str(tmp_path / name)
         url = f"{backend}://127.0.0.1:{hdfs_cluster.info.rpc_port}{hdfs_root}/{name}"
-        fs, path = hpcbridge.url_to_fs(url, **hdfs_options)
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-        if os.path.exists(oracle):
-            os.remove(oracle)
-        if data is not None:
-            with builtins.open(oracle, "wb") as f:
-                f.write(data)
-            fs.write_bytes(path, data)
-        return url, oracle
+        return place_both(url, oracle, data, **hdfs_options)
 
     return make
 
 
 def _open(url, mode, hdfs_options, **kwargs):
     return hpcbridge.open(url, mode, **kwargs, **hdfs_options)
-
-
-def _contents(url, hdfs_options) -> bytes:
-    fs, path = hpcbridge.url_to_fs(url, **hdfs_options)
-    return fs.read_bytes(path)
 
 
 # -- random operation sequences -------------------------------------------------------------------
@@ -74,17 +60,7 @@ def test_operation_sequences_match_the_builtin_open(place, hdfs_options, backend
     url, oracle = place(backend, "s", None if mode.startswith("x") else INITIAL)
     # PLFS writers are unbuffered (docs/plfs.md): compare them with the raw builtin file.
     oracle_buffering = 0 if backend.startswith("plfs") and writing and not text else buffering
-    ours = outcome(lambda: _open(url, mode, hdfs_options, buffering=buffering))
-    theirs = outcome(lambda: builtins.open(oracle, mode, buffering=oracle_buffering))
-    assert ours[0] == theirs[0]
-    if ours[0] != "ok":
-        return
-    f, g = ours[1], theirs[1]
-    with f, g:
-        for operation in operations:
-            got, expected = _apply(f, operation, text), _apply(g, operation, text)
-            assert got == expected, (operation, operations)
-    assert _contents(url, hdfs_options) == builtins.open(oracle, "rb").read(), operations
+    run_both(url, oracle, mode, operations, buffering, oracle_buffering, **hdfs_options)
 
 
 # -- reads: EOF, seeks, lines, block boundaries ---------------------------------------------------
@@ -201,7 +177,7 @@ def test_writes_and_appends_after_close_as_open(place, hdfs_options, backend, te
                 if not text:
                     assert f.tell() == g.tell()
             assert outcome(f.read) == outcome(g.read)
-        assert _contents(url, hdfs_options) == builtins.open(oracle, "rb").read(), mode
+        assert contents(url, **hdfs_options) == builtins.open(oracle, "rb").read(), mode
         with _open(url, "rb", hdfs_options) as f:
             assert f.read() == builtins.open(oracle, "rb").read()
 
@@ -226,7 +202,7 @@ def test_hdfs_writer_seeks_only_to_its_position(place, hdfs_options, mode):
             f.pwrite(b"x", 0)
         f.write(b"d")
         g.write(b"d")
-    assert _contents(url, hdfs_options) == builtins.open(oracle, "rb").read()
+    assert contents(url, **hdfs_options) == builtins.open(oracle, "rb").read()
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -264,7 +240,7 @@ def test_read_write_modes_are_refused_and_leave_the_file(place, hdfs_options, ba
     url, _ = place(backend, "rw")
     with pytest.raises(io.UnsupportedOperation, match=re.escape(url)):
         _open(url, mode, hdfs_options)
-    assert _contents(url, hdfs_options) == INITIAL
+    assert contents(url, **hdfs_options) == INITIAL
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
