@@ -373,7 +373,7 @@ class HdfsFileSystem(FileSystem):
     MAX_PREFETCH = 128 << 20
     #: Seconds an open for reading waits for a just-closed file's last block (see _whole_file_reader).
     LAST_BLOCK_WAIT = 1.0
-    #: Seconds an append through hdfs-native waits for the last block's replicas (see _append_native).
+    #: Seconds an append waits for the last block's replicas (see _append_when_settled).
     APPEND_WAIT = 5.0
 
     _instances: "weakref.WeakValueDictionary[tuple, HdfsFileSystem]" = weakref.WeakValueDictionary()
@@ -706,13 +706,13 @@ class HdfsFileSystem(FileSystem):
             if info is not None:
                 if info.is_dir:
                     raise os_error(errno.EISDIR, self.url(path), BACKEND)
-                writer = self._append_native(path, info)
+                writer = self._append_when_settled(path, info)
                 return _HdfsWriteRaw(self, path, writer, mode, info.size)
         writer = self._create(path, self.replication, self.block_size, not mode.exclusive)
         return _HdfsWriteRaw(self, path, writer, mode, 0)
 
-    def _append_native(self, path: str, info: FileInfo):
-        """hdfs-native's append writer, once the NameNode lists every replica of the file's last
+    def _append_when_settled(self, path: str, info: FileInfo):
+        """The driver's append writer, once the NameNode lists every replica of the file's last
         block (at most :attr:`APPEND_WAIT` seconds).
 
         A close returns before the DataNodes have all reported (``num-committed-allowed``, see
