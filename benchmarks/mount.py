@@ -52,11 +52,12 @@ def _offsets(rank, nobj, unit, procs):
 
 
 def _worker(kind, target, rank, procs, unit, nobj, phase, barrier, out, options):
-    """One process of one phase; puts (start, end, bad) on ``out``."""
+    """One process of one phase; puts (start, end, bad, CPU seconds) on ``out``."""
     buf = bytearray(os.urandom(16)) + bytearray(unit - 16) if unit > 16 else bytearray(unit)
     view = memoryview(buf)
     source = (rank + 1) % procs  # reads: the objects another process wrote
     barrier.wait()
+    cpu = time.process_time()
     start = time.perf_counter()
     bad = 0
     if phase == "write":
@@ -85,14 +86,27 @@ def _worker(kind, target, rank, procs, unit, nobj, phase, barrier, out, options)
             for off in offs:
                 bad += os.preadv(fd, [view], off) != unit
             os.close(fd)
-    out.put((start, time.perf_counter(), bad))
+    out.put((start, time.perf_counter(), bad, time.process_time() - cpu))
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by every thread of process ``pid`` (Linux: its process CPU clock)."""
+    # clock_getcpuclockid(3) for another process: CPUCLOCK_SCHED of the whole thread group.
+    return time.clock_gettime(((~pid) << 3) | 2)
 
 
 def _phase(kind, target, procs, unit, nobj, phase, options):
+    return _measure(kind, target, procs, unit, nobj, phase, options)[0]
+
+
+def _measure(kind, target, procs, unit, nobj, phase, options, daemon_pid=None):
+    """``(MiB/s, seconds, CPU seconds)`` of one phase: the CPU of the worker processes between
+    the barrier and their last call, plus the daemon's (``daemon_pid``) over the phase."""
     ctx = multiprocessing.get_context("fork")
     barrier, out = ctx.Barrier(procs), ctx.Queue()
     ps = [ctx.Process(target=_worker, args=(kind, target, r, procs, unit, nobj, phase, barrier, out, options))
           for r in range(procs)]
+    daemon_before = process_cpu_seconds(daemon_pid) if daemon_pid else 0.0
     for p in ps:
         p.start()
     results = [out.get(timeout=900) for _ in ps]
@@ -100,10 +114,11 @@ def _phase(kind, target, procs, unit, nobj, phase, options):
         p.join()
         if p.exitcode:
             raise RuntimeError(f"{kind} {phase} process failed ({p.exitcode})")
+    daemon = process_cpu_seconds(daemon_pid) - daemon_before if daemon_pid else 0.0
     if sum(r[2] for r in results):
         raise RuntimeError(f"{kind} {phase}: short reads")
     seconds = max(r[1] for r in results) - min(r[0] for r in results)
-    return procs * nobj * unit / seconds / 2**20
+    return procs * nobj * unit / seconds / 2**20, seconds, sum(r[3] for r in results) + daemon
 
 
 def _flash(directory, procs, nxb, blocks, out):
