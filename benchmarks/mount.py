@@ -14,7 +14,9 @@ Then FLASH-IO (``mpirun -n P benchmarks/flash_io.py --dir D``, at its default si
 ``--flash-nxb`` / ``--flash-blocks`` say otherwise) into mounted PLFS on POSIX and on HDFS vs into a
 plain ext4 directory. Modes are interleaved in every repetition (order rotated); the first
 repetition is a warm-up reported apart; figures are medians over the rest (>= 7), ratios medians of
-the per-repetition ratios. Bandwidth = bytes / (first open .. last close) over all processes.
+the per-repetition ratios. Bandwidth = bytes / (first open .. last close) over all processes. Each
+LANL mode also reports ``cpu_ms``: the CPU of its processes and, through a mount, of the daemon
+(not of HDFS's servers); ``fuse_ceiling.py`` turns such figures into ceilings for any daemon.
 
     python benchmarks/mount.py [--per-rank 64M] [--units 47001,1M] [--procs 4] [-r 8] [--hdfs URL]
 
@@ -93,10 +95,6 @@ def process_cpu_seconds(pid: int) -> float:
     """CPU seconds used so far by every thread of process ``pid`` (Linux: its process CPU clock)."""
     # clock_getcpuclockid(3) for another process: CPUCLOCK_SCHED of the whole thread group.
     return time.clock_gettime(((~pid) << 3) | 2)
-
-
-def _phase(kind, target, procs, unit, nobj, phase, options):
-    return _measure(kind, target, procs, unit, nobj, phase, options)[0]
 
 
 def _measure(kind, target, procs, unit, nobj, phase, options, daemon_pid=None):
@@ -196,16 +194,22 @@ def main(argv=None) -> int:
                 modes.append((f"lib-{name}", "lib", lambda i, u=url: f"{u}/lib{i}", options))
                 modes.append((f"mount-{name}", "mount", lambda i, m=mounts[name].path: f"{m}/mnt{i}", {}))
             samples = {(m[0], ph): [] for m in modes for ph in ("write", "read")}
+            # CPU of the worker processes and, for a mount, its daemon (not HDFS's servers).
+            cpu_ms = {key: [] for key in samples}
             for rep in range(args.repetitions):
                 order = modes[rep % len(modes):] + modes[:rep % len(modes)]
                 for label, kind, target, options in order:
                     t = target(f"{unit}-{rep}")
                     for phase in ("write", "read"):
-                        samples[(label, phase)].append(_phase(kind, t, args.procs, unit, nobj, phase, options))
+                        pid = mounts[label.split("-", 1)[1]].pid if kind == "mount" else None
+                        mibps, _, cpu = _measure(kind, t, args.procs, unit, nobj, phase, options, pid)
+                        samples[(label, phase)].append(mibps)
+                        cpu_ms[(label, phase)].append(1e3 * cpu)
                     _remove(kind, t, args.procs, mounts)
                 print(f"# unit {unit} rep {rep}: " + ", ".join(
                     f"{k[0]} {k[1]} {v[-1]:.0f}" for k, v in samples.items()), flush=True)
-            entry = {f"{label} {phase}": _summary(v) for (label, phase), v in samples.items()}
+            entry = {f"{label} {phase}": dict(_summary(v), cpu_ms=_summary(cpu_ms[(label, phase)]))
+                     for (label, phase), v in samples.items()}
             for name in backings:
                 for phase in ("write", "read"):
                     mounted = samples[(f"mount-{name}", phase)]

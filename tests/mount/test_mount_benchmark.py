@@ -28,6 +28,8 @@ def test_mount_benchmark_runs_every_mode(tmp_path, capsys):
         assert {"ratio mount/lib posix write", "ratio mount/lib posix read"} <= set(entry)
         assert all(entry[f"{mode} {phase}"]["median"] > 0 for mode in ("nn-ext4", "lib-posix", "mount-posix")
                    for phase in ("write", "read"))
+        assert all(entry[f"{mode} {phase}"]["cpu_ms"]["median"] > 0 for mode in ("nn-ext4", "lib-posix", "mount-posix")
+                   for phase in ("write", "read"))
     assert result["flash"]["ratio mount-posix/ext4"] > 0 and result["flash"]["mount-posix"]["median"] > 0
     assert os.listdir(tmp_path) == ["mount.json"]  # its scratch directory and mount are gone
     assert "ratio" in capsys.readouterr().out
