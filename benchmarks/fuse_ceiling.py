@@ -39,7 +39,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -77,8 +76,13 @@ def noop_mount(handler: str, url: str, mountpoint: str) -> mount_module.Mount:
         return [sys.executable, os.path.join(HERE, "_noop_daemon.py"), handler, url, mountpoint,
                 *(x for o in options for x in ("-o", o))]
 
-    with mock.patch.object(mount_module, "daemon_command", command):
+    # mount() starts whatever daemon_command() names: swap it for this one call, so the no-op
+    # daemon gets the shipped one's start, pid file, log and unmount.
+    shipped, mount_module.daemon_command = mount_module.daemon_command, command
+    try:
         return hpcbridge.mount(url, mountpoint)
+    finally:
+        mount_module.daemon_command = shipped
 
 
 def _median(values):

@@ -57,3 +57,16 @@ def test_readme_mpi_programs_run_as_written(tmp_path):
             assert reference.read_logical(path) == expected, path
     finally:
         shutil.rmtree(TOUR, ignore_errors=True)
+
+
+def test_readme_mpi_programs_write_where_no_other_tour_step_does():
+    """Run in order, the README's steps share /tmp/hpcbridge-tour. An MPI program writing its
+    container where the mount tour makes its mount point (``ckpt``) failed with IsADirectoryError
+    for a reader following the README from the top; the other tests run each part on its own."""
+    text = (ROOT / "README.md").read_text()
+    blocks = mpi_blocks()
+    targets = {os.path.basename(_expected(body)[0]) for body in blocks}
+    for body in blocks:
+        text = text.replace(body, "")
+    used_elsewhere = set(re.findall(r"/tmp/hpcbridge-tour/([\w.-]+)", text))
+    assert targets and not targets & used_elsewhere, targets & used_elsewhere
