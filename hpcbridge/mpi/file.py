@@ -765,8 +765,20 @@ class File:
         self.comm.Barrier()
 
     def Sync(self) -> None:
-        """Collective: make every rank's writes durable and visible (fsync / hsync)."""
-        self._check()
+        """Collective: make every rank's writes durable and visible (fsync / hsync).
+
+        A file open read-only raises ``io.UnsupportedOperation`` (``MPI.ERR_ACCESS``), as Open
+        MPI's ``MPI_File_sync`` does for ``MODE_RDONLY``; write-only and read-write files sync.
+        """
+        def prepare():
+            self._check()
+            if not self.mode.write:
+                # "sync:" makes it ERR_ACCESS (errors.py), the class Open MPI gives, not the
+                # ERR_READ_ONLY of a write to a read-only file.
+                raise io.UnsupportedOperation(f"sync: {self.url} is open read-only (mode {self.mode.name}); "
+                                              "MPI_File_sync needs a file open for writing")
+
+        self._collective(prepare)
         error = None
         try:
             self._exchanger.flush_staged()

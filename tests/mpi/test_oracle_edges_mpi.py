@@ -195,6 +195,7 @@ MISTAKES = {
     "delete of a missing file": lambda F, MPI, f, path, other: F.Delete(other),
     "Get_amode of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_amode(),
     "Get_group of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_group(),
+    "Sync of a read-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_RDONLY).Sync(),
 }
 
 
@@ -541,3 +542,60 @@ def test_a_second_split_collective_begin_raises_err_request_as_in_open_mpi(world
         assert write.errors == ["MPI_ERR_REQUEST", "MPI_ERR_REQUEST"] and want_bytes == got_bytes
 
     run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_sync_of_a_read_only_file_is_err_access_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """Open MPI's MPI_File_sync refuses a file opened MODE_RDONLY (ERR_ACCESS, with the default
+    error handler or ERRORS_RETURN set on the file; ERRORS_ARE_FATAL aborts, which hpcbridge
+    does not offer), and the file stays usable; hpcbridge synced it. Write-only and read-write
+    files sync on both."""
+    from mpi4py import MPI
+
+    def sync(f, errhandler):
+        if errhandler:
+            f.Set_errhandler(MPI.ERRORS_RETURN)
+        try:
+            outcome = f.Sync()
+        except MPI.Exception as exc:
+            outcome = MPI.Get_error_string(exc.Get_error_class()).split(":")[0]
+        return outcome, f.Get_size()
+
+    def check():
+        directory = str(mpi_tmp_path)
+        # (amode, a file made first?): PLFS handles read or write, and rewrite files whole.
+        amodes = [(MPI.MODE_RDONLY, True), (MPI.MODE_WRONLY | MPI.MODE_CREATE, False)]
+        if backend == "posix":
+            amodes.append((MPI.MODE_RDWR | MPI.MODE_CREATE, False))
+        results = []
+        for side, opener in (("ompi", MPI.File.Open), ("hb", File.Open)):
+            seen = []
+            for k, (amode, made) in enumerate(amodes):
+                for errhandler in (False, True):
+                    name = f"sync-{k}-{errhandler:d}"
+                    oracle = os.path.join(directory, f"{name}.ompi")
+                    url, options = backend_url(backend, directory, name)
+                    where, extra = (oracle, {}) if side == "ompi" else (url, options)
+                    if made:
+                        f = opener(world, where, MPI.MODE_WRONLY | MPI.MODE_CREATE, **extra)
+                        f.Write_at(world.rank, _fill(1, world.rank))
+                        f.Close()
+                    f = opener(world, where, amode, **extra)
+                    try:
+                        seen.append(sync(f, errhandler))
+                    finally:
+                        f.Close()
+                    world.Barrier()
+                    if world.rank == 0:
+                        if side == "ompi":
+                            os.remove(oracle)
+                        else:
+                            fs, path = hpcbridge.url_to_fs(url, **options)
+                            fs.rm(path, recursive=True)
+                    world.Barrier()
+            results.append(seen)
+        assert results[1] == results[0], results
+        assert results[0][:2] == [("MPI_ERR_ACCESS", world.size)] * 2
+
+    run_on_all_ranks(world, check)
+
