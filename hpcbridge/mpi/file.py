@@ -3,7 +3,8 @@
 Every public method of ``mpi4py.MPI.File`` exists here under its MPI name (``Write_at_all``,
 ``Set_view``, ``Iread_at``, ``Seek_shared``...) and under the same name in lower case
 (``write_at_all``...), which is the same function: same arguments, defaults and results (the
-data calls also return the byte count they report in ``status``). ``File.open``/``File.Open``
+data calls also return the byte count they report in ``status``; the split collectives'
+``*_end`` return None, as mpi4py's do). ``File.open``/``File.Open``
 take an hpcbridge URL (or a local path), a mode string or an MPI amode, and hints as a mapping
 or an ``MPI.Info``. Collective calls go through hpcbridge's two-phase aggregation
 (:mod:`hpcbridge.mpi.twophase`), which works on every backend with positional reads, and for
@@ -557,62 +558,70 @@ class File:
                              f"call {self._split[0]}_end first")
         self._split = (name, run())
 
-    def _end(self, name: str, status) -> int:
+    def _end(self, name: str, status) -> None:
+        """Complete the split collective ``name``: ``status`` gets the byte count of its
+        ``*_begin``. Nothing is returned, as mpi4py's ``*_end`` return None (the count is in
+        ``status``, unlike the blocking calls, which return it here too)."""
         if self._split is None or self._split[0] != name:
             active = "none" if self._split is None else self._split[0] + "_begin"
             raise ValueError(f"{self.url}: {name}_end without {name}_begin (active: {active})")
         n = self._split[1]
         self._split = None
         _set_status(status, n)
-        return n
 
     def Write_at_all_begin(self, offset: int, buf) -> None:
         """Start a split collective write at ``offset`` (the data are written here)."""
         self._begin("Write_at_all", lambda: self.Write_at_all(offset, buf))
 
-    def Write_at_all_end(self, buf, status=None) -> int:
-        """Complete a split collective write at an explicit offset."""
-        return self._end("Write_at_all", status)
+    def Write_at_all_end(self, buf, status=None) -> None:
+        """Complete a split collective write at an explicit offset; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_at_all", status)
 
     def Read_at_all_begin(self, offset: int, buf) -> None:
         """Start a split collective read at ``offset`` (the data are read here)."""
         self._begin("Read_at_all", lambda: self.Read_at_all(offset, buf))
 
-    def Read_at_all_end(self, buf, status=None) -> int:
-        """Complete a split collective read at an explicit offset."""
-        return self._end("Read_at_all", status)
+    def Read_at_all_end(self, buf, status=None) -> None:
+        """Complete a split collective read at an explicit offset; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_at_all", status)
 
     def Write_all_begin(self, buf) -> None:
         """Start a split collective write at the individual file pointer."""
         self._begin("Write_all", lambda: self.Write_all(buf))
 
-    def Write_all_end(self, buf, status=None) -> int:
-        """Complete a split collective write at the individual file pointer."""
-        return self._end("Write_all", status)
+    def Write_all_end(self, buf, status=None) -> None:
+        """Complete a split collective write at the individual file pointer; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_all", status)
 
     def Read_all_begin(self, buf) -> None:
         """Start a split collective read at the individual file pointer."""
         self._begin("Read_all", lambda: self.Read_all(buf))
 
-    def Read_all_end(self, buf, status=None) -> int:
-        """Complete a split collective read at the individual file pointer."""
-        return self._end("Read_all", status)
+    def Read_all_end(self, buf, status=None) -> None:
+        """Complete a split collective read at the individual file pointer; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_all", status)
 
     def Write_ordered_begin(self, buf) -> None:
         """Start a split collective write at the shared file pointer, in rank order."""
         self._begin("Write_ordered", lambda: self.Write_ordered(buf))
 
-    def Write_ordered_end(self, buf, status=None) -> int:
-        """Complete a split collective ordered write."""
-        return self._end("Write_ordered", status)
+    def Write_ordered_end(self, buf, status=None) -> None:
+        """Complete a split collective ordered write; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_ordered", status)
 
     def Read_ordered_begin(self, buf) -> None:
         """Start a split collective read at the shared file pointer, in rank order."""
         self._begin("Read_ordered", lambda: self.Read_ordered(buf))
 
-    def Read_ordered_end(self, buf, status=None) -> int:
-        """Complete a split collective ordered read."""
-        return self._end("Read_ordered", status)
+    def Read_ordered_end(self, buf, status=None) -> None:
+        """Complete a split collective ordered read; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_ordered", status)
 
     # -- shared file pointer ------------------------------------------------------------------
     def Write_shared(self, buf, status=None) -> int:

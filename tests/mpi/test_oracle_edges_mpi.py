@@ -599,3 +599,46 @@ def test_sync_of_a_read_only_file_is_err_access_as_in_open_mpi(world, mpi_tmp_pa
 
     run_on_all_ranks(world, check)
 
+
+#: The split collectives: ``(stem, reads?)``.
+SPLITS = [("Write_at_all", False), ("Write_all", False), ("Write_ordered", False),
+          ("Read_at_all", True), ("Read_all", True), ("Read_ordered", True)]
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_split_collective_ends_return_none_and_fill_status_as_mpi4py(world, mpi_tmp_path, backend):
+    """mpi4py's ``*_end`` return None, the byte count is in ``status``; hpcbridge's returned
+    the count. Each call, with a status and without, moves two INTs per rank in its own region
+    (reads stay before end of file: Open MPI 4.1's split reads that find no byte never end)."""
+    from mpi4py import MPI
+
+    def split(f, comm, reads):
+        seen = []
+        calls = [(stem, status) for stem, r in SPLITS if r == reads for status in (True, False)]
+        for k, (stem, status) in enumerate(calls):
+            region = 8 * comm.size * k
+            buf = np.zeros(2, np.int32) if reads else np.full(2, 100 * k + comm.rank, np.int32)
+            args = (buf,)
+            if "_at_" in stem:
+                args = (region + 8 * comm.rank, buf)
+            elif "ordered" in stem:
+                f.Seek_shared(region)
+            else:
+                f.Seek(region + 8 * comm.rank)
+            getattr(f, stem + "_begin")(*args)
+            st = MPI.Status() if status else None
+            returned = getattr(f, stem + "_end")(buf, *([st] if status else []))
+            counts = (st.Get_count(MPI.BYTE), st.Get_count(MPI.INT)) if status else None
+            seen.append((stem, returned, counts, buf.tolist()))
+        return seen
+
+    def check():
+        writes = []
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "split-end",
+                                                 lambda f, comm: writes.append(split(f, comm, False)),
+                                                 lambda f, comm: split(f, comm, True))
+        assert writes[1] == writes[0] and want == got and want_bytes == got_bytes, (writes, want, got)
+        assert {returned for _, returned, _, _ in writes[0] + want} == {None}
+        assert {counts for _, _, counts, _ in writes[0] + want} == {(8, 2), None}
+
+    run_on_all_ranks(world, check)
