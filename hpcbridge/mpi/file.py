@@ -286,11 +286,11 @@ class File:
         decoded with ``Get_envelope``/``Get_contents``) or, as an hpcbridge extension, explicit
         ``(offset, length)`` byte extents (an N×2 array, or a pair of arrays) tiled every
         ``extent`` bytes (default: their end). ``etype`` may also be a size in bytes. Only the
-        ``"native"`` data representation exists.
+        ``"native"`` data representation exists (``datarep=None`` is it, as in mpi4py).
         """
         def prepare():
             self._check()
-            if datarep != "native":
+            if datarep not in ("native", None):  # mpi4py passes None as "native"
                 raise NotImplementedError(f"MPI_File_set_view with datarep {datarep!r}: only 'native' is "
                                           "implemented")
             if isinstance(disp, bool) or not isinstance(disp, (int, np.integer)):

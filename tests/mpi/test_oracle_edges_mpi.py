@@ -642,3 +642,23 @@ def test_split_collective_ends_return_none_and_fill_status_as_mpi4py(world, mpi_
         assert {counts for _, _, counts, _ in writes[0] + want} == {(8, 2), None}
 
     run_on_all_ranks(world, check)
+
+
+def test_set_view_with_datarep_none_is_native_as_in_mpi4py(world, mpi_tmp_path):
+    """mpi4py's Set_view takes ``datarep=None`` as "native"; hpcbridge raised
+    NotImplementedError (ERR_UNSUPPORTED_DATAREP)."""
+    from mpi4py import MPI
+
+    def check():
+        seen = []
+        for opener, where in ((MPI.File.Open, os.path.join(str(mpi_tmp_path), "datarep.ompi")),
+                              (File.Open, f"file://{mpi_tmp_path}/datarep.hb")):
+            f = opener(world, where, MPI.MODE_RDWR | MPI.MODE_CREATE)
+            try:
+                f.Set_view(4, MPI.BYTE, None, None)
+                seen.append((f.Get_view()[0], f.Get_view()[3], f.Get_byte_offset(2)))
+            finally:
+                f.Close()
+        assert seen[1] == seen[0] == (4, "native", 6)
+
+    run_on_all_ranks(world, check)
