@@ -37,7 +37,7 @@ def error_class_of(exc: BaseException) -> str:
     if isinstance(exc, io.UnsupportedOperation):  # before OSError and ValueError: it is both
         if text.startswith("write:"):
             return "ERR_READ_ONLY"
-        if text.startswith("read:"):
+        if text.startswith(("read:", "sync:")):  # Open MPI: reading write-only, syncing read-only
             return "ERR_ACCESS"
         return "ERR_UNSUPPORTED_OPERATION"
     if isinstance(exc, OSError):

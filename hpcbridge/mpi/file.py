@@ -3,7 +3,8 @@
 Every public method of ``mpi4py.MPI.File`` exists here under its MPI name (``Write_at_all``,
 ``Set_view``, ``Iread_at``, ``Seek_shared``...) and under the same name in lower case
 (``write_at_all``...), which is the same function: same arguments, defaults and results (the
-data calls also return the byte count they report in ``status``). ``File.open``/``File.Open``
+data calls also return the byte count they report in ``status``; the split collectives'
+``*_end`` return None, as mpi4py's do). ``File.open``/``File.Open``
 take an hpcbridge URL (or a local path), a mode string or an MPI amode, and hints as a mapping
 or an ``MPI.Info``. Collective calls go through hpcbridge's two-phase aggregation
 (:mod:`hpcbridge.mpi.twophase`), which works on every backend with positional reads, and for
@@ -285,11 +286,11 @@ class File:
         decoded with ``Get_envelope``/``Get_contents``) or, as an hpcbridge extension, explicit
         ``(offset, length)`` byte extents (an N×2 array, or a pair of arrays) tiled every
         ``extent`` bytes (default: their end). ``etype`` may also be a size in bytes. Only the
-        ``"native"`` data representation exists.
+        ``"native"`` data representation exists (``datarep=None`` is it, as in mpi4py).
         """
         def prepare():
             self._check()
-            if datarep != "native":
+            if datarep not in ("native", None):  # mpi4py passes None as "native"
                 raise NotImplementedError(f"MPI_File_set_view with datarep {datarep!r}: only 'native' is "
                                           "implemented")
             if isinstance(disp, bool) or not isinstance(disp, (int, np.integer)):
@@ -557,62 +558,70 @@ class File:
                              f"call {self._split[0]}_end first")
         self._split = (name, run())
 
-    def _end(self, name: str, status) -> int:
+    def _end(self, name: str, status) -> None:
+        """Complete the split collective ``name``: ``status`` gets the byte count of its
+        ``*_begin``. Nothing is returned, as mpi4py's ``*_end`` return None (the count is in
+        ``status``, unlike the blocking calls, which return it here too)."""
         if self._split is None or self._split[0] != name:
             active = "none" if self._split is None else self._split[0] + "_begin"
             raise ValueError(f"{self.url}: {name}_end without {name}_begin (active: {active})")
         n = self._split[1]
         self._split = None
         _set_status(status, n)
-        return n
 
     def Write_at_all_begin(self, offset: int, buf) -> None:
         """Start a split collective write at ``offset`` (the data are written here)."""
         self._begin("Write_at_all", lambda: self.Write_at_all(offset, buf))
 
-    def Write_at_all_end(self, buf, status=None) -> int:
-        """Complete a split collective write at an explicit offset."""
-        return self._end("Write_at_all", status)
+    def Write_at_all_end(self, buf, status=None) -> None:
+        """Complete a split collective write at an explicit offset; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_at_all", status)
 
     def Read_at_all_begin(self, offset: int, buf) -> None:
         """Start a split collective read at ``offset`` (the data are read here)."""
         self._begin("Read_at_all", lambda: self.Read_at_all(offset, buf))
 
-    def Read_at_all_end(self, buf, status=None) -> int:
-        """Complete a split collective read at an explicit offset."""
-        return self._end("Read_at_all", status)
+    def Read_at_all_end(self, buf, status=None) -> None:
+        """Complete a split collective read at an explicit offset; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_at_all", status)
 
     def Write_all_begin(self, buf) -> None:
         """Start a split collective write at the individual file pointer."""
         self._begin("Write_all", lambda: self.Write_all(buf))
 
-    def Write_all_end(self, buf, status=None) -> int:
-        """Complete a split collective write at the individual file pointer."""
-        return self._end("Write_all", status)
+    def Write_all_end(self, buf, status=None) -> None:
+        """Complete a split collective write at the individual file pointer; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_all", status)
 
     def Read_all_begin(self, buf) -> None:
         """Start a split collective read at the individual file pointer."""
         self._begin("Read_all", lambda: self.Read_all(buf))
 
-    def Read_all_end(self, buf, status=None) -> int:
-        """Complete a split collective read at the individual file pointer."""
-        return self._end("Read_all", status)
+    def Read_all_end(self, buf, status=None) -> None:
+        """Complete a split collective read at the individual file pointer; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_all", status)
 
     def Write_ordered_begin(self, buf) -> None:
         """Start a split collective write at the shared file pointer, in rank order."""
         self._begin("Write_ordered", lambda: self.Write_ordered(buf))
 
-    def Write_ordered_end(self, buf, status=None) -> int:
-        """Complete a split collective ordered write."""
-        return self._end("Write_ordered", status)
+    def Write_ordered_end(self, buf, status=None) -> None:
+        """Complete a split collective ordered write; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Write_ordered", status)
 
     def Read_ordered_begin(self, buf) -> None:
         """Start a split collective read at the shared file pointer, in rank order."""
         self._begin("Read_ordered", lambda: self.Read_ordered(buf))
 
-    def Read_ordered_end(self, buf, status=None) -> int:
-        """Complete a split collective ordered read."""
-        return self._end("Read_ordered", status)
+    def Read_ordered_end(self, buf, status=None) -> None:
+        """Complete a split collective ordered read; ``status`` gets the
+        byte count. Returns None, as mpi4py does."""
+        self._end("Read_ordered", status)
 
     # -- shared file pointer ------------------------------------------------------------------
     def Write_shared(self, buf, status=None) -> int:
@@ -765,8 +774,20 @@ class File:
         self.comm.Barrier()
 
     def Sync(self) -> None:
-        """Collective: make every rank's writes durable and visible (fsync / hsync)."""
-        self._check()
+        """Collective: make every rank's writes durable and visible (fsync / hsync).
+
+        A file open read-only raises ``io.UnsupportedOperation`` (``MPI.ERR_ACCESS``), as Open
+        MPI's ``MPI_File_sync`` does for ``MODE_RDONLY``; write-only and read-write files sync.
+        """
+        def prepare():
+            self._check()
+            if not self.mode.write:
+                # "sync:" makes it ERR_ACCESS (errors.py), the class Open MPI gives, not the
+                # ERR_READ_ONLY of a write to a read-only file.
+                raise io.UnsupportedOperation(f"sync: {self.url} is open read-only (mode {self.mode.name}); "
+                                              "MPI_File_sync needs a file open for writing")
+
+        self._collective(prepare)
         error = None
         try:
             self._exchanger.flush_staged()

@@ -195,6 +195,7 @@ MISTAKES = {
     "delete of a missing file": lambda F, MPI, f, path, other: F.Delete(other),
     "Get_amode of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_amode(),
     "Get_group of a closed file": lambda F, MPI, f, path, other: _closed(F, MPI, path).Get_group(),
+    "Sync of a read-only file": lambda F, MPI, f, path, other: _reopened(F, MPI, path, MPI.MODE_RDONLY).Sync(),
 }
 
 
@@ -539,5 +540,125 @@ def test_a_second_split_collective_begin_raises_err_request_as_in_open_mpi(world
         write.errors = []
         _, _, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), "posix", "split-twice", write)
         assert write.errors == ["MPI_ERR_REQUEST", "MPI_ERR_REQUEST"] and want_bytes == got_bytes
+
+    run_on_all_ranks(world, check)
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_sync_of_a_read_only_file_is_err_access_as_in_open_mpi(world, mpi_tmp_path, backend):
+    """Open MPI's MPI_File_sync refuses a file opened MODE_RDONLY (ERR_ACCESS, with the default
+    error handler or ERRORS_RETURN set on the file; ERRORS_ARE_FATAL aborts, which hpcbridge
+    does not offer), and the file stays usable; hpcbridge synced it. Write-only and read-write
+    files sync on both."""
+    from mpi4py import MPI
+
+    def sync(f, errhandler):
+        if errhandler:
+            f.Set_errhandler(MPI.ERRORS_RETURN)
+        try:
+            outcome = f.Sync()
+        except MPI.Exception as exc:
+            outcome = MPI.Get_error_string(exc.Get_error_class()).split(":")[0]
+        return outcome, f.Get_size()
+
+    def check():
+        directory = str(mpi_tmp_path)
+        # (amode, a file made first?): PLFS handles read or write, and rewrite files whole.
+        amodes = [(MPI.MODE_RDONLY, True), (MPI.MODE_WRONLY | MPI.MODE_CREATE, False)]
+        if backend == "posix":
+            amodes.append((MPI.MODE_RDWR | MPI.MODE_CREATE, False))
+        results = []
+        for side, opener in (("ompi", MPI.File.Open), ("hb", File.Open)):
+            seen = []
+            for k, (amode, made) in enumerate(amodes):
+                for errhandler in (False, True):
+                    name = f"sync-{k}-{errhandler:d}"
+                    oracle = os.path.join(directory, f"{name}.ompi")
+                    url, options = backend_url(backend, directory, name)
+                    where, extra = (oracle, {}) if side == "ompi" else (url, options)
+                    if made:
+                        f = opener(world, where, MPI.MODE_WRONLY | MPI.MODE_CREATE, **extra)
+                        f.Write_at(world.rank, _fill(1, world.rank))
+                        f.Close()
+                    f = opener(world, where, amode, **extra)
+                    try:
+                        seen.append(sync(f, errhandler))
+                    finally:
+                        f.Close()
+                    world.Barrier()
+                    if world.rank == 0:
+                        if side == "ompi":
+                            os.remove(oracle)
+                        else:
+                            fs, path = hpcbridge.url_to_fs(url, **options)
+                            fs.rm(path, recursive=True)
+                    world.Barrier()
+            results.append(seen)
+        assert results[1] == results[0], results
+        assert results[0][:2] == [("MPI_ERR_ACCESS", world.size)] * 2
+
+    run_on_all_ranks(world, check)
+
+
+#: The split collectives: ``(stem, reads?)``.
+SPLITS = [("Write_at_all", False), ("Write_all", False), ("Write_ordered", False),
+          ("Read_at_all", True), ("Read_all", True), ("Read_ordered", True)]
+
+
+@pytest.mark.parametrize("backend", LOCAL_BACKENDS)
+def test_split_collective_ends_return_none_and_fill_status_as_mpi4py(world, mpi_tmp_path, backend):
+    """mpi4py's ``*_end`` return None, the byte count is in ``status``; hpcbridge's returned
+    the count. Each call, with a status and without, moves two INTs per rank in its own region
+    (reads stay before end of file: Open MPI 4.1's split reads that find no byte never end)."""
+    from mpi4py import MPI
+
+    def split(f, comm, reads):
+        seen = []
+        calls = [(stem, status) for stem, r in SPLITS if r == reads for status in (True, False)]
+        for k, (stem, status) in enumerate(calls):
+            region = 8 * comm.size * k
+            buf = np.zeros(2, np.int32) if reads else np.full(2, 100 * k + comm.rank, np.int32)
+            args = (buf,)
+            if "_at_" in stem:
+                args = (region + 8 * comm.rank, buf)
+            elif "ordered" in stem:
+                f.Seek_shared(region)
+            else:
+                f.Seek(region + 8 * comm.rank)
+            getattr(f, stem + "_begin")(*args)
+            st = MPI.Status() if status else None
+            returned = getattr(f, stem + "_end")(buf, *([st] if status else []))
+            counts = (st.Get_count(MPI.BYTE), st.Get_count(MPI.INT)) if status else None
+            seen.append((stem, returned, counts, buf.tolist()))
+        return seen
+
+    def check():
+        writes = []
+        want, got, want_bytes, got_bytes = _both(world, str(mpi_tmp_path), backend, "split-end",
+                                                 lambda f, comm: writes.append(split(f, comm, False)),
+                                                 lambda f, comm: split(f, comm, True))
+        assert writes[1] == writes[0] and want == got and want_bytes == got_bytes, (writes, want, got)
+        assert {returned for _, returned, _, _ in writes[0] + want} == {None}
+        assert {counts for _, _, counts, _ in writes[0] + want} == {(8, 2), None}
+
+    run_on_all_ranks(world, check)
+
+
+def test_set_view_with_datarep_none_is_native_as_in_mpi4py(world, mpi_tmp_path):
+    """mpi4py's Set_view takes ``datarep=None`` as "native"; hpcbridge raised
+    NotImplementedError (ERR_UNSUPPORTED_DATAREP)."""
+    from mpi4py import MPI
+
+    def check():
+        seen = []
+        for opener, where in ((MPI.File.Open, os.path.join(str(mpi_tmp_path), "datarep.ompi")),
+                              (File.Open, f"file://{mpi_tmp_path}/datarep.hb")):
+            f = opener(world, where, MPI.MODE_RDWR | MPI.MODE_CREATE)
+            try:
+                f.Set_view(4, MPI.BYTE, None, None)
+                seen.append((f.Get_view()[0], f.Get_view()[3], f.Get_byte_offset(2)))
+            finally:
+                f.Close()
+        assert seen[1] == seen[0] == (4, "native", 6)
 
     run_on_all_ranks(world, check)
