@@ -31,6 +31,36 @@ def test_mountinfo_parsing_and_escapes():
     assert find_mount("/scratch/a/b", mounts).fstype == "nfs4"
 
 
+#: Lines as the kernel writes them for names holding the characters it escapes in every field
+#: it prints as a string (seq_escape: space, tab, newline, backslash), fstype included.
+ESCAPED_MOUNTINFO = "\n".join([
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw",
+    "140 22 0:70 / /mnt/my\\040dir rw,nosuid shared:90 - fuse.my\\040fs my\\134src\\011x rw,user_id=0",
+    "141 22 0:71 / /mnt/t\\011ab rw - fuse.a\\134b\\012c\\011d src\\040one\\012two rw",
+    "",
+])
+
+
+def test_mountinfo_fstype_and_source_are_unescaped_as_findmnt_does(tmp_path):
+    """The fstype was kept escaped ("fuse.my\\040fs"), unlike the mount point and source.
+    Oracle: util-linux findmnt reading the same text (--tab-file)."""
+    import json
+
+    mounts = parse_mountinfo(ESCAPED_MOUNTINFO)
+    got = [(m.mount_point, m.fstype, m.source) for m in mounts]
+    assert got[1:] == [("/mnt/my dir", "fuse.my fs", "my\\src\tx"),
+                       ("/mnt/t\tab", "fuse.a\\b\nc\td", "src one\ntwo")]
+    assert find_mount("/mnt/my dir/f", mounts).fstype == "fuse.my fs"
+    if shutil.which("findmnt") is None:
+        return
+    table = tmp_path / "mountinfo"
+    table.write_text(ESCAPED_MOUNTINFO)
+    out = subprocess.run(["findmnt", "--tab-file", str(table), "--json", "--list", "-o", "TARGET,FSTYPE,SOURCE"],
+                         capture_output=True, check=True).stdout
+    want = [(f["target"], f["fstype"], f["source"]) for f in json.loads(out)["filesystems"]]
+    assert got == want
+
+
 def test_real_mount_of_this_machine(tmp_path):
     mount = find_mount(str(tmp_path))
     assert mount.fstype and mount.mount_point.startswith("/")
