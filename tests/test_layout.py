@@ -1,6 +1,7 @@
 """Layout discovery: mountinfo, the Lustre/OrangeFS/CephFS parsers on recorded values, local files."""
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -120,6 +121,37 @@ def test_orangefs_other_distributions_and_malformed_values():
         orangefs.parse_handles(b"\x01\x02\x03")
     with pytest.raises(ValueError):
         orangefs.parse_distribution(rec.ORANGEFS_MD[:20])
+
+
+@pytest.mark.parametrize(("source", "hosts"), [("tcp://ofs1:3334/orangefs", ("server01", "server02")),
+                                               ("tcp://ofs1:3334,tcp://ofs2:3334/scratch", ("server02", "server01"))])
+def test_orangefs_config_of_several_file_systems_gives_the_mounted_ones_ranges(source, hosts):
+    """The DataHandleRanges of every <FileSystem> section were merged, and the first range
+    holding a handle won: a file of "orangefs" was placed on the servers of "scratch", listed
+    first. The section is the one whose Name ends the mount's source."""
+    mount = Mount("/mnt/orangefs", "pvfs2", source)
+    blocks = posix_block_locations("/mnt/orangefs/f", 0, 131072, 64 * MiB, mount=mount,
+                                   read_xattr=reader({orangefs.DIST_XATTR: rec.ORANGEFS_MD,
+                                                      orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}),
+                                   orangefs_config=rec.ORANGEFS_TWO_FS_CONFIG)
+    assert [b.hosts for b in blocks] == [(host,) for host in hosts]
+    assert orangefs.mounted_fs_name(source) == source.rsplit("/", 1)[-1]
+
+
+@pytest.mark.parametrize(("source", "message"), [("pvfs2fuse", "2 OrangeFS file systems (scratch, orangefs)"),
+                                                 ("tcp://ofs1:3334/other", "no OrangeFS file system named 'other'")])
+def test_orangefs_config_without_the_mounted_file_system_is_an_error_naming_it(source, message):
+    """A mount whose source names no file system (FUSE), or one the configuration lacks, cannot
+    tell which handle ranges are its own: an error naming the configuration, not wrong hosts."""
+    with pytest.raises(ValueError, match="server configuration describes 2 OrangeFS file systems"):
+        orangefs.parse_server_config(rec.ORANGEFS_TWO_FS_CONFIG)
+    values = {orangefs.DIST_XATTR: rec.ORANGEFS_MD, orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}
+    with pytest.raises(ValueError, match=f"^/etc/orangefs/fs.conf describes {re.escape(message)}"):
+        posix_block_locations("/mnt/o/f", 0, 65536, 64 * MiB, mount=Mount("/mnt/o", "pvfs2", source),
+                              read_xattr=reader(values), orangefs_config=rec.ORANGEFS_TWO_FS_CONFIG,
+                              orangefs_config_path="/etc/orangefs/fs.conf")
+    # A configuration of one file system serves a mount that does not name it.
+    assert orangefs.read_layout(reader(values), rec.ORANGEFS_CONFIG).hosts == (("server01",), ("server02",))
 
 
 def test_ceph_object_mapping():
