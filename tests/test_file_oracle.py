@@ -154,6 +154,45 @@ def test_mode_that_is_not_a_string(place, backend):
     assert outcome(lambda: hpcbridge.open(url, 5)) == outcome(lambda: builtins.open(oracle, 5)) == ("error", "TypeError")
 
 
+_TEXT_ARGUMENTS = [{"encoding": "nope"}, {"encoding": "hex"}, {"encoding": 5}, {"encoding": "utf-8\0"},
+                   {"errors": 5}, {"newline": "zz"}, {"newline": 5}, {"buffering": 0},
+                   {"encoding": "locale"}, {"encoding": "latin-1", "newline": "\r\n"}]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["r", "w", "a", "x", "r+"])
+@pytest.mark.parametrize("arguments", _TEXT_ARGUMENTS, ids=repr)
+def test_text_arguments_raise_what_open_raises_naming_the_url(place, backend, mode, arguments):
+    """An unknown encoding was codecs' LookupError naming neither the file nor the backend; an
+    encoding, errors or newline that is not a str (TypeError, which open() raises before
+    opening) had already emptied a file opened "w". Oracle: the builtin open's exception type.
+    open() itself checks the encoding, newline and buffering=0 values only once the file is
+    open, so it empties (or creates) the file before raising: a writing mode here checks them
+    first and leaves the file as it was (docs/file-api.md, Errors)."""
+    if backend == "plfs" and mode not in ("r", "w"):
+        return  # read-only or write-only handles (docs/plfs.md)
+    url, oracle = place(backend, "t.txt", None if mode == "x" else INITIAL)
+    ours = outcome(lambda: hpcbridge.open(url, mode, **arguments).close())
+    assert ours == outcome(lambda: builtins.open(oracle, mode, **arguments).close())
+    fs, path = hpcbridge.url_to_fs(url)
+    if ours[0] == "ok":
+        assert contents(url) == builtins.open(oracle, "rb").read()
+        return
+    assert (contents(url) if fs.exists(path) else None) == (None if mode == "x" else INITIAL)
+    if ours[1] == "LookupError":
+        with pytest.raises(LookupError) as info:
+            hpcbridge.open(url, mode, **arguments)
+        assert fs.url(path) in str(info.value) and repr(arguments["encoding"]) in str(info.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_missing_file_with_an_unknown_encoding_is_not_found_as_in_open(place, backend):
+    """A read-only open keeps open()'s order: the file is looked up before the encoding."""
+    url, oracle = place(backend, "gone.txt", None)
+    ours = outcome(lambda: hpcbridge.open(url, "r", encoding="nope"))
+    assert ours == outcome(lambda: builtins.open(oracle, "r", encoding="nope")) == ("error", "FileNotFoundError")
+
+
 # -- random operation sequences -------------------------------------------------------------------
 _DATA = st.sampled_from([b"ab", b"x\n", b"\r\nq", b"hello\nworld\n", "é\n".encode(), b"zz\r"])
 _OPERATIONS = st.one_of(

@@ -1,6 +1,7 @@
 """Layout discovery: mountinfo, the Lustre/OrangeFS/CephFS parsers on recorded values, local files."""
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,36 @@ def test_mountinfo_parsing_and_escapes():
     assert find_mount("/mnt/ceph fs/x", mounts).fstype == "ceph"
     assert find_mount("/lustre/lfs01x/y", mounts).fstype == "ext4"  # a prefix is not a parent
     assert find_mount("/scratch/a/b", mounts).fstype == "nfs4"
+
+
+#: Lines as the kernel writes them for names holding the characters it escapes in every field
+#: it prints as a string (seq_escape: space, tab, newline, backslash), fstype included.
+ESCAPED_MOUNTINFO = "\n".join([
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw",
+    "140 22 0:70 / /mnt/my\\040dir rw,nosuid shared:90 - fuse.my\\040fs my\\134src\\011x rw,user_id=0",
+    "141 22 0:71 / /mnt/t\\011ab rw - fuse.a\\134b\\012c\\011d src\\040one\\012two rw",
+    "",
+])
+
+
+def test_mountinfo_fstype_and_source_are_unescaped_as_findmnt_does(tmp_path):
+    """The fstype was kept escaped ("fuse.my\\040fs"), unlike the mount point and source.
+    Oracle: util-linux findmnt reading the same text (--tab-file)."""
+    import json
+
+    mounts = parse_mountinfo(ESCAPED_MOUNTINFO)
+    got = [(m.mount_point, m.fstype, m.source) for m in mounts]
+    assert got[1:] == [("/mnt/my dir", "fuse.my fs", "my\\src\tx"),
+                       ("/mnt/t\tab", "fuse.a\\b\nc\td", "src one\ntwo")]
+    assert find_mount("/mnt/my dir/f", mounts).fstype == "fuse.my fs"
+    if shutil.which("findmnt") is None:
+        return
+    table = tmp_path / "mountinfo"
+    table.write_text(ESCAPED_MOUNTINFO)
+    out = subprocess.run(["findmnt", "--tab-file", str(table), "--json", "--list", "-o", "TARGET,FSTYPE,SOURCE"],
+                         capture_output=True, check=True).stdout
+    want = [(f["target"], f["fstype"], f["source"]) for f in json.loads(out)["filesystems"]]
+    assert got == want
 
 
 def test_real_mount_of_this_machine(tmp_path):
@@ -90,6 +121,37 @@ def test_orangefs_other_distributions_and_malformed_values():
         orangefs.parse_handles(b"\x01\x02\x03")
     with pytest.raises(ValueError):
         orangefs.parse_distribution(rec.ORANGEFS_MD[:20])
+
+
+@pytest.mark.parametrize(("source", "hosts"), [("tcp://ofs1:3334/orangefs", ("server01", "server02")),
+                                               ("tcp://ofs1:3334,tcp://ofs2:3334/scratch", ("server02", "server01"))])
+def test_orangefs_config_of_several_file_systems_gives_the_mounted_ones_ranges(source, hosts):
+    """The DataHandleRanges of every <FileSystem> section were merged, and the first range
+    holding a handle won: a file of "orangefs" was placed on the servers of "scratch", listed
+    first. The section is the one whose Name ends the mount's source."""
+    mount = Mount("/mnt/orangefs", "pvfs2", source)
+    blocks = posix_block_locations("/mnt/orangefs/f", 0, 131072, 64 * MiB, mount=mount,
+                                   read_xattr=reader({orangefs.DIST_XATTR: rec.ORANGEFS_MD,
+                                                      orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}),
+                                   orangefs_config=rec.ORANGEFS_TWO_FS_CONFIG)
+    assert [b.hosts for b in blocks] == [(host,) for host in hosts]
+    assert orangefs.mounted_fs_name(source) == source.rsplit("/", 1)[-1]
+
+
+@pytest.mark.parametrize(("source", "message"), [("pvfs2fuse", "2 OrangeFS file systems (scratch, orangefs)"),
+                                                 ("tcp://ofs1:3334/other", "no OrangeFS file system named 'other'")])
+def test_orangefs_config_without_the_mounted_file_system_is_an_error_naming_it(source, message):
+    """A mount whose source names no file system (FUSE), or one the configuration lacks, cannot
+    tell which handle ranges are its own: an error naming the configuration, not wrong hosts."""
+    with pytest.raises(ValueError, match="server configuration describes 2 OrangeFS file systems"):
+        orangefs.parse_server_config(rec.ORANGEFS_TWO_FS_CONFIG)
+    values = {orangefs.DIST_XATTR: rec.ORANGEFS_MD, orangefs.HANDLES_XATTR: rec.ORANGEFS_DH}
+    with pytest.raises(ValueError, match=f"^/etc/orangefs/fs.conf describes {re.escape(message)}"):
+        posix_block_locations("/mnt/o/f", 0, 65536, 64 * MiB, mount=Mount("/mnt/o", "pvfs2", source),
+                              read_xattr=reader(values), orangefs_config=rec.ORANGEFS_TWO_FS_CONFIG,
+                              orangefs_config_path="/etc/orangefs/fs.conf")
+    # A configuration of one file system serves a mount that does not name it.
+    assert orangefs.read_layout(reader(values), rec.ORANGEFS_CONFIG).hosts == (("server01",), ("server02",))
 
 
 def test_ceph_object_mapping():

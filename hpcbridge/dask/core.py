@@ -17,6 +17,7 @@ import dask
 import dask.bag as db
 from dask.base import tokenize
 
+from ..fs.file import text_codec
 from .partitions import RecordFormat, expand_paths, plan_partitions
 from .reader import ReadSpec, read_spec
 from .report import LocalityReport, collect_report
@@ -186,6 +187,8 @@ def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes | None = No
     """
     if delimiter is not None and not (isinstance(delimiter, bytes) and delimiter):
         raise ValueError(f"delimiter must be non-empty bytes or None for {url_or_glob}, got {delimiter!r}")
+    # Before any task runs, and naming the files (codecs' LookupError names only the encoding).
+    text_codec(encoding, f"read_text of {url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)}")
     if delimiter is not None:
         try:
             delimiter.decode(encoding)
@@ -325,6 +328,7 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
     pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
     label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
     encoding = pandas_kwargs.get("encoding") or "utf-8"
+    text_codec(encoding, f"read_csv of {label}")  # as pandas' LookupError, but naming the files
     # Rows end at pandas' line terminator: cut the files there, not at every b"\n".
     terminator = (pandas_kwargs.get("lineterminator") or "\n").encode(encoding)
     whole_files = not cuts_at_bytes(encoding)

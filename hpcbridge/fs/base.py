@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from ..errors import InvalidURLError, os_error
-from .file import OpenMode, buffer_length, check_offset, check_range, wrap_raw
+from .file import OpenMode, buffer_length, check_offset, check_range, check_text_arguments, wrap_raw
 from .ranges import merge_ranges
 from .types import BlockLocation, Capabilities, FileInfo, FileType
 from .url import format_url, normalize_path, parse_url
@@ -187,6 +187,11 @@ class FileSystem(abc.ABC):
             for name, value in (("an encoding", encoding), ("an errors", errors), ("a newline", newline)):
                 if value is not None:
                     raise ValueError(f"binary mode doesn't take {name} argument ({self.url(p)})")
+        else:
+            # open() checks the encoding, newline and buffering values only once the file is open,
+            # so a bad one has emptied (or created) it: a writing mode checks them first. A
+            # read-only open keeps open()'s order (a missing file is FileNotFoundError).
+            check_text_arguments(encoding, errors, newline, buffering, self.url(p), values=m.writable)
         if m.readable and m.writable and not self.capabilities.read_write:
             raise self._unsupported(f"read-write mode {mode!r}", p,
                                     self.unsupported_advice or "open for reading or writing only")
@@ -194,6 +199,8 @@ class FileSystem(abc.ABC):
             raise self._unsupported("append mode", p)
         raw = self._open_raw(p, m)
         try:
+            if m.text and not m.writable:
+                check_text_arguments(encoding, errors, newline, buffering, self.url(p))
             return self._wrap(raw, m, buffering, encoding, errors, newline)
         except BaseException:
             raw.close()

@@ -9,6 +9,7 @@ transfers go straight from the caller's buffer to the raw file without a copy.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import io
 import operator
@@ -24,6 +25,8 @@ __all__ = [
     "BufferedWriter",
     "BufferedRandom",
     "wrap_raw",
+    "text_codec",
+    "check_text_arguments",
     "check_offset",
     "check_range",
     "writable_bytes",
@@ -122,6 +125,62 @@ def check_range(offset: int, length: int, url: str, length_name: str = "length")
     check_offset(length, url, length_name)
     if offset + length > MAX_OFFSET:
         raise ValueError(f"{length} bytes at offset {offset} end past the largest file offset (2**63-1) for {url}")
+
+
+def text_codec(encoding: str, where: str) -> codecs.CodecInfo:
+    """The codec of the text encoding ``encoding`` for reading or writing the text of ``where``
+    (a URL or glob).
+
+    Raises what Python raises for ``open(..., encoding=...)``, ``bytes.decode`` and
+    ``pandas.read_csv``, but naming ``where`` (theirs name the encoding only):
+    ``LookupError`` for an unknown name and for a codec that is not a text encoding (``hex``,
+    ``rot13``: bytes to bytes or str to str), ``TypeError`` if ``encoding`` is not a ``str``.
+    """
+    if not isinstance(encoding, str):
+        raise TypeError(f"encoding must be str, not {type(encoding).__name__} ({where})")
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise LookupError(f"unknown encoding {encoding!r} for {where}") from None
+    except ValueError as e:  # an embedded NUL, as open() says
+        raise ValueError(f"{e} in encoding {encoding!r} for {where}") from None
+    # The flag codecs.register gives bytes-to-bytes and str-to-str codecs (io and bytes.decode check it).
+    if not getattr(info, "_is_text_encoding", True):
+        raise LookupError(f"{encoding!r} is not a text encoding, for {where} (use codecs.open() to handle "
+                          f"arbitrary codecs)")
+    return info
+
+
+#: The ``newline`` values of ``open`` in text mode.
+_NEWLINES = (None, "", "\n", "\r", "\r\n")
+
+
+def check_text_arguments(encoding, errors, newline, buffering: int, url: str, values: bool = True) -> None:
+    """Raise what ``open`` raises for the text-mode arguments of a file ``url``, naming it:
+    ``TypeError`` for an ``encoding``, ``errors`` or ``newline`` that is not a str or None,
+    ``ValueError`` for one holding a NUL character and, with ``values``, ``LookupError`` for an
+    ``encoding`` that is not a text encoding (:func:`text_codec`; ``"locale"`` is one here, as
+    for ``open``) and ``ValueError`` for an illegal ``newline`` or ``buffering=0``.
+
+    ``open`` checks the types before it opens the file and the values after: a typo in the
+    encoding of ``open(path, "w", encoding=...)`` has emptied the file when it raises.
+    :meth:`FileSystem.open` checks the values first for the modes that write, so it does not.
+    """
+    for name, value in (("encoding", encoding), ("errors", errors), ("newline", newline)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"open() argument {name!r} must be str or None, not {type(value).__name__} ({url})")
+        if "\0" in value:
+            raise ValueError(f"embedded null character in {name} {value!r} ({url})")
+    if not values:
+        return
+    if newline not in _NEWLINES:
+        raise ValueError(f"illegal newline value: {newline!r} ({url})")
+    if buffering == 0:
+        raise ValueError(f"can't have unbuffered text I/O on {url}")
+    if encoding is not None and encoding != "locale":  # TextIOWrapper takes "locale" (Python 3.10+)
+        text_codec(encoding, url)
 
 
 def writable_bytes(buffer, url: str) -> memoryview:

@@ -285,7 +285,8 @@ class PosixFileSystem(FileSystem):
         Host name reported for local file systems (default: ``socket.gethostname()``).
     orangefs_config:
         Path of the OrangeFS server configuration file (default: ``$HPCBRIDGE_ORANGEFS_CONFIG``),
-        used to name the server of each datafile in ``block_locations`` on OrangeFS mounts.
+        used to name the server of each datafile in ``block_locations`` on OrangeFS mounts
+        (from the ``<FileSystem>`` section of the mounted file system, docs/layout.md).
     """
 
     scheme = "file"
@@ -459,7 +460,8 @@ class PosixFileSystem(FileSystem):
     def _block_locations(self, path: str, info: FileInfo, start: int, length: int) -> list[BlockLocation]:
         with _errors_named(self.url(path)):
             return posix_block_locations(path, start, length, self.block_size, self.hostname,
-                                         orangefs_config=self._orangefs_config())
+                                         orangefs_config=self._orangefs_config(),
+                                         orangefs_config_path=self.orangefs_config)
 
     # -- POSIX extras -----------------------------------------------------------------------
     def getxattr(self, path, name: str) -> bytes:

@@ -85,6 +85,30 @@ def test_read_text_decoding_errors_name_the_file(tmp_path):
         hd.read_text(f"file://{tmp_path}/bad.txt", delimiter=b"\xff")
 
 
+@pytest.mark.parametrize("encoding", ["nope", "hex", "rot13"])
+def test_an_unknown_encoding_is_a_lookup_error_naming_the_files_before_any_read(tmp_path, monkeypatch, encoding):
+    """An unknown name raised codecs' LookupError naming only the encoding; a codec that is not
+    a text encoding (hex, rot13) was an AssertionError (TypeError) from read_text. Oracle: the
+    LookupError of pandas.read_csv and bytes.decode; ours names the glob and comes before the
+    files are listed, planned or read."""
+    _csv(tmp_path, "x.csv", 3)
+    with pytest.raises(LookupError):
+        pd.read_csv(tmp_path / "x.csv", names=["a", "b"], encoding=encoding)
+    with pytest.raises(LookupError):
+        b"a\n".decode(encoding)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the files were planned before the encoding was checked")
+
+    monkeypatch.setattr("hpcbridge.dask.core.read_blocks", no_read)
+    url = f"file://{tmp_path}/*.csv"
+    for reader, call in (("read_text", lambda: hd.read_text(url, encoding=encoding)),
+                         ("read_csv", lambda: hd.read_csv(url, names=["a", "b"], encoding=encoding))):
+        with pytest.raises(LookupError) as info:
+            call()
+        assert f"{reader} of {url}" in str(info.value) and repr(encoding) in str(info.value)
+
+
 @pytest.mark.parametrize("blocksize", [1, 5, None])
 def test_read_csv_rows_end_at_the_line_terminator_and_in_the_encoding_as_pandas(tmp_path, blocksize):
     """With lineterminator=";" the files were still cut at b"\\n" (a row "\\n"); UTF-16 files

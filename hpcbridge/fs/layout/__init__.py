@@ -97,18 +97,20 @@ def _xattr_reader(path: str) -> Callable[[str], bytes | None]:
 
 
 def layout_for(mount: Mount, read_xattr: Callable[[str], bytes | None], inode: int | None = None,
-               orangefs_config: str | None = None):
+               orangefs_config: str | None = None, orangefs_config_path: str | None = None):
     """The parsed layout of a file on ``mount`` (an object with ``blocks(start, length, merge)``),
     or None where the file system exposes none.
 
-    ``inode`` names Ceph objects; ``orangefs_config`` (server configuration text) names the
-    OrangeFS servers of each datafile.
+    ``inode`` names Ceph objects; ``orangefs_config`` (server configuration text, read from
+    ``orangefs_config_path``, which errors name) names the OrangeFS servers of each datafile,
+    from the ``<FileSystem>`` section named by the mount's source (``tcp://host:3334/<name>``).
     """
     fstype = mount.fstype
     if fstype == "pvfs2" or "pvfs2" in fstype or "orangefs" in fstype:
         from . import orangefs
 
-        return orangefs.read_layout(read_xattr, orangefs_config)
+        return orangefs.read_layout(read_xattr, orangefs_config, orangefs.mounted_fs_name(mount.source),
+                                    orangefs_config_path or "the OrangeFS server configuration")
     if fstype == "lustre":
         from . import lustre
 
@@ -126,7 +128,7 @@ def posix_block_locations(path: str, start: int, length: int, block_size: int,
                           hostname: str | None = None, mount: Mount | None = None,
                           read_xattr: Callable[[str], bytes | None] | None = None,
                           inode: int | None = None, orangefs_config: str | None = None,
-                          ) -> list[BlockLocation]:
+                          orangefs_config_path: str | None = None) -> list[BlockLocation]:
     """Block locations of ``[start, start+length)`` of the file at OS path ``path``.
 
     ``mount`` and ``read_xattr`` default to the real mount table and ``os.getxattr``; tests pass
@@ -135,7 +137,7 @@ def posix_block_locations(path: str, start: int, length: int, block_size: int,
     mount = mount or find_mount(path)
     if inode is None and mount.fstype in ("ceph", "fuse.ceph-fuse"):
         inode = os.stat(path).st_ino
-    layout = layout_for(mount, read_xattr or _xattr_reader(path), inode, orangefs_config)
+    layout = layout_for(mount, read_xattr or _xattr_reader(path), inode, orangefs_config, orangefs_config_path)
     if layout is not None:
         return layout.blocks(start, length, block_size)
     if mount.fstype in LOCAL_FS_TYPES:

@@ -2,7 +2,8 @@
 
 Line format (proc(5)): ``mount-id parent-id major:minor root mount-point mount-options
 [optional-fields...] - fstype source super-options``; the optional fields end at a lone ``-``,
-and spaces, tabs, newlines and backslashes in paths are escaped as octal (``\\040``).
+and spaces, tabs, newlines and backslashes in the mount point, root, file system type
+(``fuse.my\\040fs``) and source are escaped as octal (``\\040``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
             continue
         mounts.append(Mount(
             mount_point=_unescape(fields[4]),
-            fstype=fields[separator + 1],
+            # The kernel escapes the type too (show_type: a FUSE subtype is any string).
+            fstype=_unescape(fields[separator + 1]),
             source=_unescape(fields[separator + 2]),
             options=fields[5],
             device=fields[2],
