@@ -21,6 +21,7 @@ import sys
 import time
 import types
 
+from ..fs.layout.mountinfo import mount_table
 from ..processes import alive
 
 __all__ = ["mount", "unmount", "Mount", "MountError", "mounts", "FSTYPE"]
@@ -40,24 +41,17 @@ def _run_dir() -> str:
 
 
 def _files(mountpoint: str) -> tuple[str, str]:
-    key = hashlib.sha1(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    key = hashlib.sha1(os.fsencode(os.path.realpath(mountpoint))).hexdigest()[:16]  # any bytes
     base = os.path.join(_run_dir(), key)
     return base + ".pid", base + ".log"
 
 
-def _unescape(field: str) -> str:
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
 def mounts() -> dict[str, str]:
-    """``{mountpoint: source}`` of every hpcbridge FUSE mount of this machine (/proc/mounts)."""
-    found = {}
-    with open("/proc/mounts", encoding="utf-8") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == FSTYPE:
-                found[_unescape(parts[1])] = _unescape(parts[0])
-    return found
+    """``{mountpoint: source}`` of every hpcbridge FUSE mount of this machine (its mount table)."""
+    # The mountinfo parser splits lines at "\n" and fields at " " only, as the kernel escapes
+    # them, and keeps undecodable bytes as os.fsdecode does: a mount point holding "\r" or a
+    # Latin-1 name (anyone's, anywhere on the machine) must not hide or break ours.
+    return {m.mount_point: m.source for m in mount_table() if m.fstype == FSTYPE}
 
 
 def is_mounted(mountpoint: str) -> bool:

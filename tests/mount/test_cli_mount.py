@@ -75,3 +75,20 @@ def test_file_backend_mount_passes_through(tmp_path):
         assert sorted(os.listdir(m.path)) == ["a.txt"]
     assert (back / "a.txt").read_text() == "hell"
     assert (back / "a.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_mount_point_holding_any_bytes_is_found(tmp_path):
+    """``hpcbridge.mount`` finds its mount whatever the mount point's name holds: a "\\r" (the
+    kernel does not escape it in the mount table; split there as whitespace, the mount stayed
+    hidden and ``mount`` waited until its timeout) or bytes that are not UTF-8 (the table read as
+    UTF-8 failed, for every mount of the machine)."""
+    _skip_without_fuse()
+    (tmp_path / "backing").mkdir()
+    point = tmp_path / os.fsdecode(b"mnt\r\xff x")
+    point.mkdir()
+    with hpcbridge.mount(f"file://{tmp_path}/backing", str(point), timeout=10) as m:
+        assert os.path.realpath(point) in hpcbridge.mount.mounts()
+        with open(os.path.join(m.path, "f"), "wb") as f:
+            f.write(b"through the mount")
+    assert (tmp_path / "backing" / "f").read_bytes() == b"through the mount"
+    assert os.path.realpath(point) not in hpcbridge.mount.mounts()

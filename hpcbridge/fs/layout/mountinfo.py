@@ -14,7 +14,7 @@ import select
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Mount", "parse_mountinfo", "find_mount"]
+__all__ = ["Mount", "parse_mountinfo", "mount_table", "find_mount"]
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
@@ -105,6 +105,13 @@ class _MountTable:
 
 
 _TABLE = _MountTable()
+
+
+def mount_table() -> list[Mount]:
+    """This process's mounts, from ``/proc/self/mountinfo`` (re-read only after a mount or an
+    unmount). Names are decoded as ``os.fsdecode`` does, so a mount point compares equal to
+    ``os.path.realpath`` of it whatever bytes it holds."""
+    return _TABLE.mounts()
 
 
 def _device(real: str) -> str | None:
