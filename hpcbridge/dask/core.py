@@ -15,6 +15,7 @@ from functools import partial
 
 import dask
 import dask.bag as db
+from dask._task_spec import Task
 from dask.base import tokenize
 
 from ..fs.file import text_codec
@@ -108,9 +109,17 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     client = current_client(client)
     if locality and client is not None and ensure_plugin(client):
         placement = locality_plan(partitions, worker_hosts(client), label, balance=balance)
-    graph = {(name, p.index): LocalReadTask((name, p.index), read_spec,
-                                            ReadSpec(fs, p, fmt, job, tuple(placement.get(p.index, ()))))
-             for p in partitions}
+    graph = {}
+    for p in partitions:
+        workers = tuple(placement.get(p.index, ()))
+        # A read placed on workers is a LocalReadTask, never fused, so the scheduler plugin finds
+        # its spec. The others are plain tasks that Dask fuses with what consumes them, as it
+        # fuses dask.bag.read_text's: the partition is then freed by the worker thread that read
+        # it, in memory its core reuses for the next read, not by the scheduler's thread. Freed
+        # there, a worker on the other core took memory the VM's balloon had handed back
+        # (read_paths.py: read_blocks 0.15-0.81 of numpy.fromfile, then 0.81-0.88; docs/benchmarks.md).
+        make = LocalReadTask if workers else Task
+        graph[(name, p.index)] = make((name, p.index), read_spec, ReadSpec(fs, p, fmt, job, workers))
     bag = BlockBag(graph, name, len(partitions))
     bag.job, bag.partitions_plan, bag.placement, bag.fs = job, partitions, placement, fs
     return bag

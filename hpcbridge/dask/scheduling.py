@@ -6,8 +6,8 @@ hosts storing its bytes with ``allow_other_workers`` (soft locality: ``worker_re
 scheduler plugin that recognises read tasks by their :class:`~hpcbridge.dask.reader.ReadSpec`
 argument when the graph arrives, so it holds for any collection built on a read, after Dask's
 graph optimisation (which drops per-key annotations of bags: measured, 14 of 30 tasks placed).
-A read task is a :class:`LocalReadTask`, which blocks linear fusion so it keeps its key and
-argument.
+A read task placed on workers is a :class:`LocalReadTask`, which blocks linear fusion so it
+keeps its key and argument (a read placed nowhere is a plain task, fused with its consumer).
 
 Load balance: the scheduler chooses among the listed workers by their load; on an uneven layout
 :func:`locality_plan` leaves the partitions past 1.5 fair shares per worker unrestricted, and

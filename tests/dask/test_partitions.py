@@ -598,3 +598,24 @@ def test_metablocks_group_replicated_blocks_sharing_a_host_whatever_the_listed_o
         plans.add(tuple((tuple((c.start, c.end) for c in p.chunks), p.hosts) for p in parts))
     assert plans == {((((0, 10), (10, 20)), (("a", 20), ("b", 10), ("c", 10))),
                       (((20, 30), (30, 40)), (("b", 20), ("c", 20))))}
+
+
+def test_read_tasks_fuse_with_their_consumer_as_dask_read_text_does(tmp_path):
+    """Read tasks placed on no worker are plain tasks, fused with a map as dask fuses
+    ``dask.bag.read_text``'s, so each partition is freed by the thread that read it (a
+    LocalReadTask is never fused: it left every 64 MiB partition to the scheduler's thread, and
+    a worker on the other core then read into memory the VM had to fault back in)."""
+    import dask.bag as db
+
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"a line\n" * 50_000)
+    bag = hd.read_blocks(f"file://{path}", blocksize=100_000, locality=False)
+    counted = bag.map_partitions(lambda blocks: [sum(map(len, blocks))])
+    (optimized,) = dask.optimize(counted)
+    assert not [k for k in optimized.__dask_graph__() if k[0] == bag.name]  # no read of its own
+
+    stock = db.read_text(str(path), blocksize=100_000)
+    (stock_optimized,) = dask.optimize(stock.map_partitions(len))
+    assert not [k for k in stock_optimized.__dask_graph__() if k[0] == stock.name]  # the oracle fuses too
+    assert sum(counted.compute(scheduler="threads")) == path.stat().st_size
+    assert counted.npartitions == bag.npartitions == -(-path.stat().st_size // 100_000)
