@@ -47,7 +47,7 @@ import hpcbridge.mount as mount_module  # noqa: E402
 from hpcbridge.cli.main import parse_size  # noqa: E402
 
 from _common import write_json  # noqa: E402
-from mount import _measure  # noqa: E402
+from mount import _measure, add_lanl_arguments  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("lib", "nn-ext4", "mount", "noop")
@@ -109,10 +109,7 @@ def summarise(samples: dict, cores: int) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-rank", type=parse_size, default=parse_size("64M"), help="bytes per process (64M)")
-    parser.add_argument("--units", default="47001,1M", help="object sizes, comma separated (47001,1M)")
-    parser.add_argument("--procs", type=int, default=4, help="processes (4)")
-    parser.add_argument("-r", "--repetitions", type=int, default=8, help="repetitions incl. the warm-up (8)")
+    add_lanl_arguments(parser)
     parser.add_argument("--dir", default=None, help="scratch directory on the local file system")
     parser.add_argument("--output", default="results/fuse_ceiling.json")
     args = parser.parse_args(argv)

@@ -143,12 +143,17 @@ def _ratios(a, b):
     return round(statistics.median(x / y for x, y in pairs), 3)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_lanl_arguments(parser: argparse.ArgumentParser) -> None:
+    """The LANL N-1 options (size, units, processes, repetitions), shared with fuse_ceiling.py."""
     parser.add_argument("--per-rank", type=parse_size, default=parse_size("64M"), help="bytes per process (64M)")
     parser.add_argument("--units", default="47001,1M", help="object sizes, comma separated (47001,1M)")
     parser.add_argument("--procs", type=int, default=4, help="processes (4)")
     parser.add_argument("-r", "--repetitions", type=int, default=8, help="repetitions incl. the warm-up (8)")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_lanl_arguments(parser)
     parser.add_argument("--hdfs", default=None, help="HDFS URL (default: start a local testbed)")
     parser.add_argument("--webhdfs", default=None)
     parser.add_argument("--no-hdfs", action="store_true", help="PLFS on POSIX only")
