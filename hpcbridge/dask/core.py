@@ -117,7 +117,7 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
         # fuses dask.bag.read_text's: the partition is then freed by the worker thread that read
         # it, in memory its core reuses for the next read, not by the scheduler's thread. Freed
         # there, a worker on the other core took memory the VM's balloon had handed back
-        # (read_paths.py: read_blocks 0.15-0.81 of numpy.fromfile, then 0.81-0.88; docs/benchmarks.md).
+        # (read_paths.py's read_blocks: docs/benchmarks.md, 2026-11-27 23:15).
         make = LocalReadTask if workers else Task
         graph[(name, p.index)] = make((name, p.index), read_spec, ReadSpec(fs, p, fmt, job, workers))
     bag = BlockBag(graph, name, len(partitions))
