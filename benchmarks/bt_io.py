@@ -117,8 +117,12 @@ class StockIO:
                 for dz, dy, off in rows(cell, self.n, dump):
                     self.fh.Write_at(off, block[dz, dy])
         else:
-            per_dump = sum(b.size for b in blocks) * 8
-            self.fh.Write_at(dump * per_dump, np.concatenate([b.ravel() for b in blocks]))
+            # One record per cell per dump, as NPB's epio (one Fortran write per cell): the
+            # records of a dump follow one another, cell 0 first.
+            offset = dump * sum(b.size for b in blocks) * 8
+            for block in blocks:
+                self.fh.Write_at(offset, block)
+                offset += block.nbytes
 
     def read(self, dump, shapes):
         if self.subtype == "full":

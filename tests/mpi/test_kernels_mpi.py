@@ -81,6 +81,36 @@ def test_bt_io_through_plfs(world, mpi_tmp_path):
         assert not os.path.exists(f"{mpi_tmp_path}/btio.plfs")  # removed without --keep
 
 
+def test_bt_io_epio_writes_one_record_per_cell(world, mpi_tmp_path):
+    """NPB's epio writes one record per cell per dump (one Fortran write per cell), the records
+    of a dump one after the other: p writes of a cell each, not one write of the whole dump."""
+    import math
+
+    import bt_io
+
+    n, p = 12, math.isqrt(world.size)
+    cells = bt_io.cells_of(world.rank, p, n)
+    io = bt_io.StockIO(world, str(mpi_tmp_path / "btio.out"), "epio", n, cells, 12)
+    calls = []
+
+    class Recorder:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def Write_at(self, offset, buf):
+            calls.append((offset, buf.nbytes))
+            self.fh.Write_at(offset, buf)
+
+    real, io.fh = io.fh, Recorder(io.fh)
+    try:
+        io.write(3, [bt_io.fill(c, n, 3) for c in cells])
+    finally:
+        io.fh = real
+        io.close()
+    record = [nz * ny * nx * 40 for (_, nz), (_, ny), (_, nx) in cells]  # 5 doubles per point
+    assert calls == [(3 * sum(record) + sum(record[:c]), record[c]) for c in range(p)]
+
+
 @pytest.mark.parametrize("scheme", ["file", "plfs+file"])
 def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(world, mpi_tmp_path, scheme):
     """BT-IO full: the same view through hpcbridge.mpi.File gives the same bytes as MPI-IO."""
