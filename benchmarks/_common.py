@@ -36,3 +36,26 @@ def write_json(path: str, result: dict) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
+
+
+def tasks_on_first_node(comm) -> int:
+    """How many of ``comm``'s tasks share rank 0's node (IOR's ``CountTasksPerNode``)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return comm.bcast(node.size, root=0)
+    finally:
+        node.Free()
+
+
+def read_shift(comm) -> int:
+    """How far the read phase shifts ranks so that no node reads back what it wrote: IOR's
+    ``-C`` (``rankOffset = taskPerNodeOffset · tasksPerNode mod numTasks``, taskPerNodeOffset 1,
+    block placement of ranks on nodes) and the LANL test's shift. Rank r then reads what rank
+    ``(r + shift) mod P`` wrote.
+
+    On one node that offset is 0 (IOR would read its own data back): the kernels shift by one
+    task there instead, so no rank reads its own bytes (and drop the shared page cache where
+    they can)."""
+    return tasks_on_first_node(comm) % comm.size or 1

@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import bt_io  # noqa: E402
-from _common import write_json  # noqa: E402
+from _common import read_shift, write_json  # noqa: E402
 
 MiB = 1 << 20
 APIS = ("POSIX", "MPIIO", "HDF5", "HPCBRIDGE")
@@ -73,7 +73,8 @@ def parse_args(argv=None):
     p.add_argument("-t", dest="transfer", type=parse_size, default=256 << 10, help="transfer size (256k)")
     p.add_argument("-s", dest="segments", type=int, default=1, help="segment count (1)")
     p.add_argument("-F", dest="fpp", action="store_true", help="file per process")
-    p.add_argument("-C", dest="reorder", action="store_true", help="reorder tasks on read: read the next task's data")
+    p.add_argument("-C", dest="reorder", action="store_true",
+                   help="reorder tasks on read: read the next node's data (the next task's on one node)")
     p.add_argument("-c", dest="collective", action="store_true", help="collective I/O (MPIIO, HDF5, HPCBRIDGE)")
     p.add_argument("-e", dest="fsync", action="store_true", help="fsync before close (timed)")
     p.add_argument("-w", dest="write", action="store_true", help="write phase")
@@ -317,7 +318,8 @@ def run_phase(comm, args, mode: Mode, pattern: Pattern, base: str, writing: bool
     Everything a transfer needs (its offset as a Python int, the buffer, the bound call) is made
     before the clock starts: the timed loop is ``call(offset, buf)`` and nothing else."""
     rank, P = comm.rank, comm.size
-    task = rank if writing or not args.reorder else (rank + 1) % P  # -C: read the neighbour's data
+    # -C: read what the next node wrote (IOR's tasks-per-node shift; one task on one node).
+    task = rank if writing or not args.reorder else (rank + read_shift(comm)) % P
     path = file_name(base, task if mode.fpp else rank, mode.fpp)
     data = pattern.transfer_data(task)
     offsets = pattern.offsets(task, mode.fpp)

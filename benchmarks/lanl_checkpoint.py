@@ -10,8 +10,8 @@ in ONE run under mpirun:
   CRC32C of every record costs, written and verified on read, as a ratio to plfs-posix).
 
 Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
-test: barrier, open, writes, barrier, sync, close, barrier; the read phase reads with ranks shifted by one
-so no rank reads what it wrote, and verifies each object's stamp (its rank and index) as it
+test: barrier, open, writes, barrier, sync, close, barrier; the read phase reads with ranks shifted by the
+tasks of a node (by one on a single node) so no node reads what it wrote, and verifies each object's stamp (its rank and index) as it
 reads, then every byte of every object in an untimed pass (a short read shows too; an object
 PLFS's checksums refuse is a failed object, not a hung job). On one machine all ranks
 share a page cache, so by default (as root) it is dropped before each read phase: reads come
@@ -44,7 +44,7 @@ import hpcbridge.plfs  # noqa: E402
 from hpcbridge.plfs.container import PlfsCorruptionError  # noqa: E402
 from hpcbridge.cli.main import parse_size  # noqa: E402
 
-from _common import write_json  # noqa: E402
+from _common import read_shift, write_json  # noqa: E402
 
 
 class Checkpoint:
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
             hdfs = (args.hdfs, args.webhdfs)
     base, hdfs = comm.bcast((base, hdfs), root=0)
     ckpt = Checkpoint(rank, size)
-    owner = (rank + 1) % nranks  # read what the next rank wrote
+    owner = (rank + read_shift(comm)) % nranks  # read what the next node (one node: rank) wrote
     expected = Checkpoint(owner, size)  # what it wrote, for the untimed check of every byte
     # Each paired ratio compares neighbours (plfs-posix beside n-n and beside plfs-posix-nocrc),
     # which swap places every repetition: neither side always runs after the other.

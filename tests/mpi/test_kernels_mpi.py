@@ -318,3 +318,48 @@ def test_lanl_checkpoint_small_run_verifies_every_byte(world, mpi_tmp_path, monk
     assert rc == 1 and result["verification_failures"] == 4  # one object in each of the four modes
     rc, result = run("lanl-flipped-crc", "--checksums", "on")  # PLFS's CRC refuses it: counted, not hung
     assert rc == 1 and result["verification_failures"] >= 4
+
+
+def test_read_phase_shifts_by_a_node(world, mpi_tmp_path, monkeypatch):
+    """IOR -C reads what the next node wrote (rankOffset = tasks per node), and so does the LANL
+    test: with two tasks per node, rank r reads rank r+2's data, not its node-mate's (r+1).
+    Simulated on one machine by saying that rank 0's node holds two tasks."""
+    import _common
+    import ior
+    import lanl_checkpoint as lanl
+
+    monkeypatch.setattr(_common, "tasks_on_first_node", lambda comm: 2)
+    P = world.size
+    opened = []
+
+    class Recording(ior.PosixIO):
+        def __init__(self, comm, path, writing, *rest):
+            if not writing:
+                opened.append(os.path.basename(path))
+            super().__init__(comm, path, writing, *rest)
+
+    monkeypatch.setitem(ior.IO_CLASSES, "POSIX", Recording)
+    base = str(mpi_tmp_path / "shift" / "testFile")
+    assert ior.main(["-a", "POSIX", "-F", "-C", "--verify", "-b", "8k", "-t", "4k", "-o", base]) == 0
+    assert opened == [f"testFile.{(world.rank + 2) % P:08d}"]
+
+    owners = []
+    real_read_nn = lanl.read_nn
+
+    def read_nn(comm, directory, owner, *rest, **kw):
+        owners.append(owner)
+        return real_read_nn(comm, directory, owner, *rest, **kw)
+
+    monkeypatch.setattr(lanl, "read_nn", read_nn)
+    rc = lanl.main(["--per-rank", "94002", "--unit", "47001", "--repetitions", "1", "--cache", "keep",
+                    "--dir", str(mpi_tmp_path), "--output", str(mpi_tmp_path / "lanl-shift.json")])
+    assert rc == 0 and set(owners) == {(world.rank + 2) % P}
+
+
+def test_read_shift_on_one_node_is_one_task(world):
+    """All ranks on one machine: IOR's offset would be 0 (each rank reads its own data); the
+    kernels read the next task's instead (docs/kernels.md)."""
+    import _common
+
+    assert _common.tasks_on_first_node(world) == world.size
+    assert _common.read_shift(world) == 1
