@@ -336,6 +336,10 @@ def run_phase(comm, args, mode: Mode, pattern: Pattern, base: str, writing: bool
         offset_list = offsets.tolist()
     checking = not writing and args.verify
     bad = 0
+    if writing:
+        # As IOR (without -E): every write phase starts from no file, -k or not; an existing
+        # file (a kept one, a longer one) is not overwritten in place. Untimed.
+        remove(comm, base, mode.fpp)
     comm.Barrier()
     t_open = MPI.Wtime()
     handle = IO_CLASSES[mode.api](comm, path, writing, mode, args, pattern, task)

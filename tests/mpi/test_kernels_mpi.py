@@ -363,3 +363,22 @@ def test_read_shift_on_one_node_is_one_task(world):
 
     assert _common.tasks_on_first_node(world) == world.size
     assert _common.read_shift(world) == 1
+
+
+@pytest.mark.parametrize("api,flags", [("POSIX", []), ("POSIX", ["-F"]), ("MPIIO", [])])
+def test_ior_write_phase_starts_from_no_file(world, mpi_tmp_path, api, flags):
+    """IOR removes the test file before every write phase (unless -E), with -k too: a kept,
+    longer file is replaced, not overwritten in place (it kept its old length and blocks)."""
+    import ior
+
+    base = str(mpi_tmp_path / f"fresh-{api}{''.join(flags)}" / "testFile")
+    fpp = "-F" in flags
+    if world.rank == 0:
+        os.makedirs(os.path.dirname(base))
+        for r in range(world.size) if fpp else [0]:
+            with open(ior.file_name(base, r, fpp), "wb") as f:
+                f.write(b"\xff" * (1 << 20))  # an old, longer file
+    world.Barrier()
+    assert ior.main(["-a", api, *flags, "-b", "8k", "-t", "4k", "-s", "2", "-w", "-k", "--verify", "-o", base]) == 0
+    expected = 2 * 8192 * (1 if fpp else world.size)
+    assert os.path.getsize(ior.file_name(base, world.rank if fpp else 0, fpp)) == expected
