@@ -11,14 +11,16 @@ in ONE run under mpirun:
 
 Each rank writes nobj objects of S bytes; object i of rank r at i*(P*S) + r*S. Phases as the LANL
 test: barrier, open, writes, barrier, sync, close, barrier; the read phase reads with ranks shifted by the
-tasks of a node (by one on a single node) so no node reads what it wrote, and verifies each object's stamp (its rank and index) as it
-reads, then every byte of every object in an untimed pass (a short read shows too; an object
-PLFS's checksums refuse is a failed object, not a hung job). On one machine all ranks
+tasks of a node (by one on a single node) so no node reads what it wrote, and verifies each
+object's stamp (its rank and index) as it reads, then every byte of every object in an untimed
+pass (a short read shows too; an object PLFS's checksums refuse is a failed object, not a hung job). On one machine all ranks
 share a page cache, so by default (as root) it is dropped before each read phase: reads come
 from storage, as the LANL shift intends (--cache keep measures cached reads). Effective bandwidth =
-total bytes / (first open .. last close). Modes are interleaved over --repetitions (alternating
-order); targets use the median over repetitions of the paired ratio (both modes of a repetition
-ran back to back).
+total bytes / (first open .. last close), in MB/s; the LANL test's own figures are printed per
+repetition and kept in the JSON ("lanl_MiBps"): effective (open .. close) and I/O-only (first
+to last I/O call) bandwidth of each rank, min/avg/max over ranks, and aggregate, in MiB/s.
+Modes are interleaved over --repetitions (alternating order); targets use the median over
+repetitions of the paired ratio (both modes of a repetition ran back to back).
 Targets (4 ranks, 64 MiB per rank, 47001 B): PLFS write >= 0.9x N-N and >= 1.3x MPI-IO
 independent; PLFS read >= 0.8x N-N; with checksums >= 0.95x without, write and read.
 
@@ -81,12 +83,14 @@ def offsets(rank, nobj, size, nranks):
 # -- writers and readers of each mode ------------------------------------------------------------
 def write_mpiio(comm, path, ckpt, rank, nobj, size, collective):
     fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_WRONLY)
+    CLOCK.mark("io")
     for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
         buf = ckpt.object(rank, i)
         if collective:
             fh.Write_at_all(off, buf)
         else:
             fh.Write_at(off, buf)
+    CLOCK.mark("io_end")
     comm.Barrier()  # the LANL phases: writes, barrier, sync, close
     fh.Sync()
     fh.Close()
@@ -96,6 +100,7 @@ def read_mpiio(comm, path, owner, nobj, size, collective, expected=None):
     fh = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
     buf = np.empty(size, np.uint8)
     bad = 0
+    CLOCK.mark("io")
     for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
         _fresh(buf, expected)
         if collective:
@@ -103,14 +108,17 @@ def read_mpiio(comm, path, owner, nobj, size, collective, expected=None):
         else:
             fh.Read_at(off, buf)
         bad += _failed(buf, owner, i, expected)
+    CLOCK.mark("io_end")
     fh.Close()
     return bad
 
 
 def write_plfs(comm, url, ckpt, rank, nobj, size, checksums=True):
     f = hpcbridge.plfs.open(url, "wb", comm=comm, checksums=checksums)
+    CLOCK.mark("io")
     for i, off in enumerate(offsets(rank, nobj, size, comm.size)):
         f.pwrite(ckpt.object(rank, i), off)
+    CLOCK.mark("io_end")
     comm.Barrier()
     f.sync()
     f.close()
@@ -120,6 +128,7 @@ def read_plfs(comm, url, owner, nobj, size, checksums=True, expected=None):
     f = hpcbridge.plfs.open(url, "rb", comm=comm, verify="auto" if checksums else "never")
     buf = np.empty(size, np.uint8)
     bad = 0
+    CLOCK.mark("io")
     for i, off in enumerate(offsets(owner, nobj, size, comm.size)):
         _fresh(buf, expected)
         try:
@@ -128,14 +137,17 @@ def read_plfs(comm, url, owner, nobj, size, checksums=True, expected=None):
             bad += 1
             continue
         bad += _failed(buf, owner, i, expected)
+    CLOCK.mark("io_end")
     f.close()
     return bad
 
 
 def write_nn(comm, directory, ckpt, rank, nobj, size):
     with hpcbridge.open(f"{directory}/nn.{rank:04d}", "wb") as f:
+        CLOCK.mark("io")
         for i in range(nobj):
             f.write(ckpt.object(rank, i))
+        CLOCK.mark("io_end")
         comm.Barrier()
         f.sync()
 
@@ -144,10 +156,12 @@ def read_nn(comm, directory, owner, nobj, size, expected=None):
     buf = np.empty(size, np.uint8)
     bad = 0
     with hpcbridge.open(f"{directory}/nn.{owner:04d}", "rb") as f:
+        CLOCK.mark("io")
         for i in range(nobj):
             _fresh(buf, expected)
             f.readinto(buf)
             bad += _failed(buf, owner, i, expected)
+        CLOCK.mark("io_end")
     return bad
 
 
@@ -173,12 +187,50 @@ def drop_caches(comm, enabled: bool) -> None:
     comm.Barrier()
 
 
-def timed(comm, function, *args):
+class Clock:
+    """The times a phase marks on this rank: ``io`` before its first I/O call (after the open),
+    ``io_end`` after its last (before the barrier, sync and close)."""
+
+    def __init__(self):
+        self.marks = {}
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = MPI.Wtime()
+
+
+CLOCK = Clock()
+MiB = 1 << 20
+
+
+def _spread(values) -> dict:
+    return {"min": min(values), "avg": sum(values) / len(values), "max": max(values)}
+
+
+def _triple(spread: dict) -> str:
+    return f"{spread['min']:.1f}/{spread['avg']:.1f}/{spread['max']:.1f}"
+
+
+def timed(comm, function, *args, rank_bytes: int = 0):
+    """Run one phase between barriers. Returns its time (first open .. last close), the
+    function's result and the LANL test's figures in MiB/s: effective (open .. close) and I/O
+    only (first to last I/O call) bandwidth, each min/avg/max over ranks of the rank's bytes
+    over its own time, and aggregate (all bytes over first start .. last end)."""
     comm.Barrier()
     started = MPI.Wtime()
+    CLOCK.marks = {}
     result = function(comm, *args)
+    ended = MPI.Wtime()
     comm.Barrier()
-    return MPI.Wtime() - started, result
+    elapsed = MPI.Wtime() - started
+    rows = comm.allgather((started, ended, CLOCK.marks.get("io", started), CLOCK.marks.get("io_end", ended)))
+    total = rank_bytes * comm.size
+    figures = {
+        "effective_MiBps": _spread([rank_bytes / MiB / max(e - s, 1e-9) for s, e, _, _ in rows]),
+        "io_only_MiBps": _spread([rank_bytes / MiB / max(e - s, 1e-9) for _, _, s, e in rows]),
+        "aggregate_effective_MiBps": total / MiB / max(max(r[1] for r in rows) - min(r[0] for r in rows), 1e-9),
+        "aggregate_io_only_MiBps": total / MiB / max(max(r[3] for r in rows) - min(r[2] for r in rows), 1e-9),
+    }
+    return elapsed, result, figures
 
 
 def main(argv=None) -> int:
@@ -203,6 +255,7 @@ def main(argv=None) -> int:
     size = args.unit
     nobj = args.per_rank // size
     total = nobj * size * nranks
+    rb = nobj * size  # bytes per rank
 
     base = None
     cluster = None
@@ -227,6 +280,7 @@ def main(argv=None) -> int:
         + (["plfs-posix-nocrc"] if args.checksums == "both" else []) + (["plfs-hdfs"] if hdfs else [])
     checksums = args.checksums != "off"
     samples = {m: {"write": [], "read": []} for m in modes}
+    lanl_figures = {m: {"write": [], "read": []} for m in modes}  # MiB/s per repetition, as fs_test
     bad_total = 0
     try:
         if hdfs and rank == 0:
@@ -239,40 +293,45 @@ def main(argv=None) -> int:
                 if mode.startswith("mpiio"):
                     coll = mode == "mpiio-coll"
                     path = f"{base}/{tag}.shared"
-                    w, _ = timed(comm, lambda c: write_mpiio(c, path, ckpt, rank, nobj, size, coll))
+                    w, _, wfig = timed(comm, lambda c: write_mpiio(c, path, ckpt, rank, nobj, size, coll), rank_bytes=rb)
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_mpiio(c, path, owner, nobj, size, coll))
+                    r, bad, rfig = timed(comm, lambda c: read_mpiio(c, path, owner, nobj, size, coll), rank_bytes=rb)
                     checked = read_mpiio(comm, path, owner, nobj, size, coll, expected)
                 elif mode.startswith("plfs-posix"):
                     url = f"plfs+file://{base}/{tag}.plfs"
                     crc = checksums and mode == "plfs-posix"
-                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, crc))
+                    w, _, wfig = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, crc), rank_bytes=rb)
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, crc))
+                    r, bad, rfig = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, crc), rank_bytes=rb)
                     checked = read_plfs(comm, url, owner, nobj, size, crc, expected)
                 elif mode == "plfs-hdfs":
                     url = hdfs[0].replace("hdfs://", "plfs+hdfs://") + f"/lanl/{tag}"
-                    w, _ = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, checksums))
+                    w, _, wfig = timed(comm, lambda c: write_plfs(c, url, ckpt, rank, nobj, size, checksums), rank_bytes=rb)
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, checksums))
+                    r, bad, rfig = timed(comm, lambda c: read_plfs(c, url, owner, nobj, size, checksums), rank_bytes=rb)
                     checked = read_plfs(comm, url, owner, nobj, size, checksums, expected)
                 else:
                     directory = f"{base}/{tag}.nn"
                     if rank == 0:
                         os.mkdir(directory)
                     comm.Barrier()
-                    w, _ = timed(comm, lambda c: write_nn(c, directory, ckpt, rank, nobj, size))
+                    w, _, wfig = timed(comm, lambda c: write_nn(c, directory, ckpt, rank, nobj, size), rank_bytes=rb)
                     drop_caches(comm, args.cache == "drop")
-                    r, bad = timed(comm, lambda c: read_nn(c, directory, owner, nobj, size))
+                    r, bad, rfig = timed(comm, lambda c: read_nn(c, directory, owner, nobj, size), rank_bytes=rb)
                     checked = read_nn(comm, directory, owner, nobj, size, expected)
                 # The timed read checks each object's stamp; the untimed pass after it every
                 # byte (an object failing both counts once).
                 bad_total += comm.allreduce(max(bad, checked))
                 samples[mode]["write"].append(total / w / 1e6)
                 samples[mode]["read"].append(total / r / 1e6)
+                lanl_figures[mode]["write"].append(wfig)
+                lanl_figures[mode]["read"].append(rfig)
                 if rank == 0:
                     print(f"# rep {rep + 1} {mode:12} write {total / w / 1e6:8.1f} MB/s  "
-                          f"read {total / r / 1e6:8.1f} MB/s", flush=True)
+                          f"read {total / r / 1e6:8.1f} MB/s   MiB/s per rank min/avg/max: "
+                          + "; ".join(f"{ph} effective {_triple(fig['effective_MiBps'])}, "
+                                      f"I/O only {_triple(fig['io_only_MiBps'])}"
+                                      for ph, fig in (("write", wfig), ("read", rfig))), flush=True)
                     for entry in os.listdir(base):  # keep the disk footprint to one run
                         p = os.path.join(base, entry)
                         shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
@@ -333,6 +392,7 @@ def main(argv=None) -> int:
                              "checksums": args.checksums,
                              "unit": size, "objects": nobj,
                              "bytes": total, "samples_MBps": samples, "median_MBps": med, "warmup_MBps": warmup,
+                             "lanl_MiBps": lanl_figures,
                              "ratios": ratios,
                              "ratios_of_medians": ratios_of_medians,
                              "verification_failures": bad_total, "meets_target": met})

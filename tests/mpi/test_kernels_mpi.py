@@ -382,3 +382,26 @@ def test_ior_write_phase_starts_from_no_file(world, mpi_tmp_path, api, flags):
     assert ior.main(["-a", api, *flags, "-b", "8k", "-t", "4k", "-s", "2", "-w", "-k", "--verify", "-o", base]) == 0
     expected = 2 * 8192 * (1 if fpp else world.size)
     assert os.path.getsize(ior.file_name(base, world.rank if fpp else 0, fpp)) == expected
+
+
+def test_lanl_checkpoint_reports_the_lanl_figures(world, mpi_tmp_path):
+    """The LANL test reports effective (open .. close) and I/O-only bandwidth, min/avg/max over
+    ranks, in MiB/s: every mode and phase has them, ordered, I/O-only above effective."""
+    import lanl_checkpoint as lanl
+
+    out = str(mpi_tmp_path / "lanl-figures.json")
+    assert lanl.main(["--per-rank", "94002", "--unit", "47001", "--repetitions", "2", "--cache", "keep",
+                      "--dir", str(mpi_tmp_path), "--output", out]) == 0
+    world.Barrier()
+    with open(out) as f:
+        result = json.load(f)
+    for mode, phases in result["lanl_MiBps"].items():
+        for phase, runs in phases.items():
+            assert len(runs) == 2, (mode, phase)
+            for run in runs:
+                for key in ("effective", "io_only"):
+                    spread = run[f"{key}_MiBps"]
+                    assert 0 < spread["min"] <= spread["avg"] <= spread["max"], (mode, phase, key)
+                    # all bytes over first start .. last end: that window holds every rank's own
+                    assert run[f"aggregate_{key}_MiBps"] <= world.size * spread["min"] * 1.0001
+                assert run["io_only_MiBps"]["max"] >= run["effective_MiBps"]["max"]
