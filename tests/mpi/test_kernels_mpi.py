@@ -111,6 +111,31 @@ def test_bt_io_epio_writes_one_record_per_cell(world, mpi_tmp_path):
     assert calls == [(3 * sum(record) + sum(record[:c]), record[c]) for c in range(p)]
 
 
+@pytest.mark.parametrize("subtype", ["full", "simple", "epio"])
+@pytest.mark.parametrize("verify", [True, False])
+def test_bt_io_times_the_close_as_io(world, mpi_tmp_path, monkeypatch, subtype, verify):
+    """NPB times btio_cleanup (the file's close) as I/O, as the hpcbridge path already did; the
+    stock path closed after the untimed verification. A slow close shows in the I/O time."""
+    import time
+
+    import bt_io
+
+    real_close = bt_io.StockIO.close
+    closes = []
+
+    def slow_close(self):
+        closes.append(1)
+        if len(closes) == 1:  # the first close ends the timed dumps
+            time.sleep(0.3)
+        real_close(self)
+
+    monkeypatch.setattr(bt_io.StockIO, "close", slow_close)
+    result = bt_io.run(world, "S", subtype, path=str(mpi_tmp_path / "btio.out"), verify=verify)
+    assert result["io_seconds"] >= 0.3
+    assert result["verified"] is (True if verify else None)
+    assert result["file_bytes"] == 12 ** 3 * 40 * 12
+
+
 @pytest.mark.parametrize("scheme", ["file", "plfs+file"])
 def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(world, mpi_tmp_path, scheme):
     """BT-IO full: the same view through hpcbridge.mpi.File gives the same bytes as MPI-IO."""
