@@ -469,7 +469,7 @@ class Row:
             return run_phase(comm, args, mode, Pattern(comm, self.b, self.t, self.s), base, writing)
         # BT-IO: full through hpcbridge or Open MPI (collective), its "simple" subtype as the
         # independent mode, "epio" as file per process. Its own timing: the harmonic mean over
-        # ranks of the time in write calls and the final sync.
+        # ranks of the time in write calls, the final sync and the close.
         subtype = {"mpiio-indep": "simple", "posix-fpp": "epio"}.get(mode.name, "full")
         url = "file://" + os.path.abspath(base) if mode.api == "HPCBRIDGE" else None
         r = bt_io.run(comm, self.btio, subtype, path=base, url=url, hints=mode.hints_of(args),

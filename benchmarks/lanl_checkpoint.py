@@ -142,11 +142,20 @@ def read_plfs(comm, url, owner, nobj, size, checksums=True, expected=None):
     return bad
 
 
+def _write_all(f, buf) -> None:
+    """One write call per object as the LANL test (a raw file; a short write goes on)."""
+    view = memoryview(buf).cast("B")
+    while view:
+        view = view[f.write(view):]
+
+
+# N-N files are unbuffered: the LANL test issues one write()/read() per object, and a buffered
+# file would join small objects into fewer, larger system calls than the other modes make.
 def write_nn(comm, directory, ckpt, rank, nobj, size):
-    with hpcbridge.open(f"{directory}/nn.{rank:04d}", "wb") as f:
+    with hpcbridge.open(f"{directory}/nn.{rank:04d}", "wb", buffering=0) as f:
         CLOCK.mark("io")
         for i in range(nobj):
-            f.write(ckpt.object(rank, i))
+            _write_all(f, ckpt.object(rank, i))
         CLOCK.mark("io_end")
         comm.Barrier()
         f.sync()
@@ -155,7 +164,7 @@ def write_nn(comm, directory, ckpt, rank, nobj, size):
 def read_nn(comm, directory, owner, nobj, size, expected=None):
     buf = np.empty(size, np.uint8)
     bad = 0
-    with hpcbridge.open(f"{directory}/nn.{owner:04d}", "rb") as f:
+    with hpcbridge.open(f"{directory}/nn.{owner:04d}", "rb", buffering=0) as f:
         CLOCK.mark("io")
         for i in range(nobj):
             _fresh(buf, expected)

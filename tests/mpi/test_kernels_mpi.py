@@ -430,3 +430,30 @@ def test_lanl_checkpoint_reports_the_lanl_figures(world, mpi_tmp_path):
                     # all bytes over first start .. last end: that window holds every rank's own
                     assert run[f"aggregate_{key}_MiBps"] <= world.size * spread["min"] * 1.0001
                 assert run["io_only_MiBps"]["max"] >= run["effective_MiBps"]["max"]
+
+
+def test_lanl_n_n_makes_one_call_per_object(world, mpi_tmp_path, monkeypatch):
+    """The LANL test's N-N writes and reads each object with one call; through a buffered file
+    47001-byte objects were joined into 94002-byte writes (and read in 128 KiB pieces)."""
+    import lanl_checkpoint as lanl
+    from hpcbridge.fs.posix import PosixRawFile
+
+    calls = []
+    real_write, real_readinto = PosixRawFile.write, PosixRawFile.readinto
+
+    def write(self, data):
+        if "/nn." in self.name:
+            calls.append(("write", memoryview(data).nbytes))
+        return real_write(self, data)
+
+    def readinto(self, buffer):
+        if "/nn." in self.name:
+            calls.append(("read", memoryview(buffer).nbytes))
+        return real_readinto(self, buffer)
+
+    monkeypatch.setattr(PosixRawFile, "write", write)
+    monkeypatch.setattr(PosixRawFile, "readinto", readinto)
+    assert lanl.main(["--per-rank", "141003", "--unit", "47001", "--repetitions", "1", "--cache", "keep",
+                      "--dir", str(mpi_tmp_path), "--output", str(mpi_tmp_path / "lanl-nn.json")]) == 0
+    # 3 objects written; read twice (the timed read, then the untimed check of every byte)
+    assert calls == [("write", 47001)] * 3 + [("read", 47001)] * 6
