@@ -287,7 +287,7 @@ class HpcbridgeIO:
 
         url = args.url if args.url and not mode.fpp else ("file://" + os.path.abspath(path))
         if args.url and mode.fpp:
-            url = file_name(args.url, comm.rank, True)
+            url = file_name(args.url, task, True)  # -C: the read task's file, not this rank's
         self.fh = File.open(MPI.COMM_SELF if mode.fpp else comm, url, "w" if writing else "r",
                             hints=mode.hints_of(args))
         self.collective = mode.collective

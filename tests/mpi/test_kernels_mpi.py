@@ -200,6 +200,19 @@ def test_ior_verify_finds_a_truncated_file(world, mpi_tmp_path, api):
         assert sum(r["bad_bytes"] for runs in result["results"].values() for r in runs) == 10240
 
 
+def test_ior_file_per_process_url_reorder_reads_the_next_tasks_file(world, mpi_tmp_path):
+    """-a HPCBRIDGE -F --url -C: the read opens the shifted task's testFile.%08d (it opened its
+    own and --verify counted every byte bad)."""
+    import ior
+
+    url = f"file://{mpi_tmp_path}/url-fpp/testFile"
+    if world.rank == 0:
+        os.makedirs(f"{mpi_tmp_path}/url-fpp")
+    world.Barrier()
+    assert ior.main(["-a", "HPCBRIDGE", "-F", "-C", "--verify", "-b", "8k", "-t", "4k", "-s", "2",
+                     "--url", url, "-o", str(mpi_tmp_path / "unused")]) == 0
+
+
 def test_ior_compare_reports_ratios(world, mpi_tmp_path):
     import ior
 
