@@ -136,6 +136,32 @@ def test_bt_io_times_the_close_as_io(world, mpi_tmp_path, monkeypatch, subtype, 
     assert result["file_bytes"] == 12 ** 3 * 40 * 12
 
 
+@pytest.mark.parametrize("subtype", ["full", "simple", "epio"])
+def test_bt_io_verification_catches_a_flipped_byte(world, mpi_tmp_path, monkeypatch, subtype):
+    """One byte changed in the file between the timed writes and the read-back fails one value."""
+    import bt_io
+
+    real_close = bt_io.StockIO.close
+    closes = []
+
+    def close_then_flip(self):
+        real_close(self)
+        closes.append(1)
+        if len(closes) == 1:  # after the timed writes, before the verification reopens
+            world.Barrier()
+            if world.rank == 0:
+                with open(self.path, "r+b") as f:
+                    f.seek(12345)
+                    old = f.read(1)
+                    f.seek(12345)
+                    f.write(bytes([old[0] ^ 0x10]))
+            world.Barrier()
+
+    monkeypatch.setattr(bt_io.StockIO, "close", close_then_flip)
+    result = bt_io.run(world, "S", subtype, path=str(mpi_tmp_path / "btio.out"))
+    assert result["verified"] is False and result["bad_values"] == 1
+
+
 @pytest.mark.parametrize("scheme", ["file", "plfs+file"])
 def test_bt_io_full_through_hpcbridge_mpi_matches_stock_mpiio(world, mpi_tmp_path, scheme):
     """BT-IO full: the same view through hpcbridge.mpi.File gives the same bytes as MPI-IO."""
