@@ -14,6 +14,7 @@ import errno
 import io
 import operator
 import os
+import threading
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
@@ -265,6 +266,11 @@ class RawFile(io.RawIOBase):
         # In append mode the position starts at the end, as open() puts it, asked of the
         # subclass (size()) when first needed: its state is not set up yet here.
         self._position: int | None = None if mode.append else 0
+        #: Held while a call reads, moves or advances the position (readinto, write, seek), so
+        #: threads sharing an unbuffered handle each get their own bytes, as the kernel's file
+        #: position lock gives FileIO: unlocked, two reads could return the same bytes and two
+        #: writes land at one offset. Reentrant: readall calls readinto, write calls size().
+        self._position_lock = threading.RLock()
 
     @property
     def _pos(self) -> int:
@@ -319,7 +325,9 @@ class RawFile(io.RawIOBase):
         if not self._open_mode.readable:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
         # Read into the bytes returned (no second copy); no backend call at the end of the file.
-        return read_new_bytes(max(0, self.size() - self._pos), lambda view: self.readinto(view) if len(view) else 0)
+        with self._position_lock:
+            return read_new_bytes(max(0, self.size() - self._pos),
+                                  lambda view: self.readinto(view) if len(view) else 0)
 
     def _check_access(self, offset: int, length: int) -> None:
         """What every positional call checks first: the handle is open, the range addressable."""
@@ -360,22 +368,28 @@ class RawFile(io.RawIOBase):
         self._check_open()
         if not self._open_mode.readable:
             raise io.UnsupportedOperation(f"read: {self.url} is open write-only (mode {self.mode!r})")
-        n = self.preadinto(buffer, self._pos)
-        self._pos += n
-        return n
+        with self._position_lock:
+            n = self.preadinto(buffer, self._pos)
+            self._pos += n
+            return n
 
     def write(self, data) -> int:
         """Write ``data`` at the current position (at the end in append mode)."""
         self._check_open()
         if not self._open_mode.writable:
             raise io.UnsupportedOperation(f"write: {self.url} is open read-only (mode {self.mode!r})")
-        if self._open_mode.append:
-            self._pos = self.size()
-        n = self.pwrite(data, self._pos)
-        self._pos += n
-        return n
+        with self._position_lock:
+            if self._open_mode.append:
+                self._pos = self.size()
+            n = self.pwrite(data, self._pos)
+            self._pos += n
+            return n
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        with self._position_lock:
+            return self._seek_locked(offset, whence)
+
+    def _seek_locked(self, offset: int, whence: int) -> int:
         self._check_open()
         offset, whence = operator.index(offset), operator.index(whence)  # as FileIO: no floats
         if whence == io.SEEK_SET:

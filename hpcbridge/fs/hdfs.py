@@ -267,13 +267,16 @@ class _HdfsWriteRaw(RawFile):
         self._check_open()
         view = readable_bytes(data, self.url)
         step = 16 * _CHUNK
-        if len(view) <= step:
-            written = self._fs._call("write", self._path, self._write_chunks, data, io_call=True)
-        else:
-            written = sum(self._fs._call("write", self._path, self._write_chunks, view[s:s + step], io_call=True)
-                          for s in range(0, len(view), step))
-        self._pos += written
-        return written
+        # Threads sharing the handle: one write's pieces stay together in the stream, and the
+        # position counts every write (see RawFile).
+        with self._position_lock:
+            if len(view) <= step:
+                written = self._fs._call("write", self._path, self._write_chunks, data, io_call=True)
+            else:
+                written = sum(self._fs._call("write", self._path, self._write_chunks, view[s:s + step],
+                                             io_call=True) for s in range(0, len(view), step))
+            self._pos += written
+            return written
 
     def pwrite(self, data, offset: int) -> int:
         """Refused: HDFS has no positional write."""
