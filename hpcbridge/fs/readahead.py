@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import operator
+import threading
 from dataclasses import dataclass
 
 from .buffers import read_new_bytes
@@ -92,6 +93,11 @@ class ReadaheadReader(io.BufferedIOBase):
         self._pending = None  # (start, future) of a background fetch
         # Smallest read that skips the window (see DIRECT_READ).
         self._direct_from = readahead if prefetch else min(readahead, DIRECT_READ)
+        # Serialises the position, the window and the pending prefetch between threads sharing
+        # this handle (Dask's threaded scheduler, reader pools), as io.BufferedReader's lock does:
+        # unlocked, a read could take one chunk's offset and another chunk's bytes. Reentrant:
+        # read calls readinto, readline calls peek and read.
+        self._lock = threading.RLock()
 
     # -- io plumbing ------------------------------------------------------------------------
     @property
@@ -117,6 +123,10 @@ class ReadaheadReader(io.BufferedIOBase):
 
     def close(self) -> None:
         """Close the raw file and drop the window."""
+        with self._lock:  # after any read in progress, as io.BufferedReader.close
+            self._close()
+
+    def _close(self) -> None:
         if not self.closed:
             self._window, self._window_len = [], 0
             self._cur, self._cur_start, self._cur_len = b"", -1, 0
@@ -142,6 +152,10 @@ class ReadaheadReader(io.BufferedIOBase):
     # -- position ----------------------------------------------------------------------------
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Move the position (the window is kept: seeking back into it costs nothing)."""
+        with self._lock:
+            return self._seek_locked(offset, whence)
+
+    def _seek_locked(self, offset: int, whence: int) -> int:
         self._check_open()
         offset, whence = operator.index(offset), operator.index(whence)  # as BufferedReader: no floats
         if whence in SEEK_DATA_HOLE:
@@ -227,6 +241,10 @@ class ReadaheadReader(io.BufferedIOBase):
 
     def readinto(self, buffer) -> int:
         """Read into ``buffer`` from the position; returns the byte count (0 at end of file)."""
+        with self._lock:
+            return self._readinto_locked(buffer)
+
+    def _readinto_locked(self, buffer) -> int:
         self._check_open()
         view = memoryview(buffer).cast("B")
         want = min(len(view), self._size - self._pos)
@@ -258,6 +276,10 @@ class ReadaheadReader(io.BufferedIOBase):
 
     def read(self, size: int | None = -1) -> bytes:
         """Read up to ``size`` bytes (all the rest with -1)."""
+        with self._lock:
+            return self._read_locked(size)
+
+    def _read_locked(self, size: int | None) -> bytes:
         # Fast path, kept tight because 4 KiB reads call it a thousand times per window: the
         # request lies inside the current chunk.
         position = self._pos
@@ -299,6 +321,10 @@ class ReadaheadReader(io.BufferedIOBase):
         """One line (through ``\\n``), of at most ``size`` bytes if ``size`` >= 0, scanned in the
         readahead window (io's generic readline may overshoot ``size`` where a line crosses
         the window's end)."""
+        with self._lock:
+            return self._readline_locked(size)
+
+    def _readline_locked(self, size: int | None) -> bytes:
         self._check_open()
         limit = -1 if size is None else operator.index(size)  # as BufferedReader: no floats
         line = bytearray()
@@ -316,6 +342,10 @@ class ReadaheadReader(io.BufferedIOBase):
 
     def peek(self, size: int = 0) -> bytes:
         """Bytes from the position without consuming them (lets ``readline`` scan the window)."""
+        with self._lock:
+            return self._peek_locked(size)
+
+    def _peek_locked(self, size: int) -> bytes:
         self._check_open()
         if self._pos >= self._size:
             return b""
@@ -335,14 +365,16 @@ class ReadaheadReader(io.BufferedIOBase):
         """Read up to ``size`` bytes at ``offset`` directly (no window, position unchanged)."""
         self._check_open()
         check_range(offset, size, self.url, "size")
-        self._drop_pending()
+        with self._lock:  # another thread's read may be setting up a prefetch
+            self._drop_pending()
         return self.raw.pread(min(size, max(0, self._size - offset)), offset)
 
     def preadinto(self, buffer, offset: int) -> int:
         """Read into ``buffer`` at ``offset`` directly; returns the byte count."""
         self._check_open()
         check_range(offset, len(writable_bytes(buffer, self.url)), self.url)
-        self._drop_pending()
+        with self._lock:  # another thread's read may be setting up a prefetch
+            self._drop_pending()
         return self.raw.preadinto(buffer, offset)
 
     def preadvinto(self, buffers, offset: int) -> int:
@@ -350,7 +382,8 @@ class ReadaheadReader(io.BufferedIOBase):
         self._check_open()
         views = [writable_bytes(b, self.url) for b in buffers]
         check_range(offset, sum(len(v) for v in views), self.url)
-        self._drop_pending()
+        with self._lock:  # another thread's read may be setting up a prefetch
+            self._drop_pending()
         return self.raw.preadvinto(views, offset)
 
     def map_range(self, offset: int, length: int) -> memoryview:

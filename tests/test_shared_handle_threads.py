@@ -1,0 +1,230 @@
+"""Several threads sharing ONE open file handle (Dask's threaded scheduler, reader pools, MPI
+programs with threads), against the same calls on a plain file through ``io.FileIO``/``os.pread``
+on one shared descriptor: positional calls are independent of the position, and each sequential
+call advances the shared position atomically (the kernel's file position lock; io's buffer lock).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import sys
+import threading
+
+import pytest
+
+import hpcbridge
+from hpcbridge.fs.readahead import ReadaheadReader
+
+THREADS = 4
+SIZE = 600_000
+
+
+@pytest.fixture
+def tight_switching():
+    """Switch threads every microsecond so races show in a few hundred calls."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def run_threads(work, n: int = THREADS) -> None:
+    """Run ``work(i)`` on ``n`` threads; re-raise the first error; fail on a hang."""
+    errors = []
+
+    def wrapped(i):
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: B902 - reported in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+def urls(tmp_path):
+    return {
+        "file": f"file://{tmp_path}/f.bin",
+        "memory": f"memory://threads-{tmp_path.name}/f.bin",
+        "plfs+file": f"plfs+file://{tmp_path}/f.plfs",
+    }
+
+
+@pytest.fixture(params=["file", "memory", "plfs+file"])
+def url(request, tmp_path):
+    return urls(tmp_path)[request.param]
+
+
+def write_file(url: str, data: bytes, pieces: int = 0) -> None:
+    """Write ``data``; with ``pieces``, as that many shuffled pwrites (PLFS: index records,
+    holes filled later)."""
+    with hpcbridge.open(url, "wb") as f:
+        if not pieces:
+            f.write(data)
+            return
+        step = -(-len(data) // pieces)
+        starts = list(range(0, len(data), step))
+        random.Random(7).shuffle(starts)
+        for start in starts:
+            f.pwrite(data[start:start + step], start)
+
+
+def oracle_sequential_reads(tmp_path, data: bytes, sizes) -> int:
+    """What FileIO on one shared descriptor gives threads reading to the end: every byte once."""
+    path = tmp_path / "oracle.bin"
+    path.write_bytes(data)
+    total = 0
+    with io.FileIO(path, "r") as f:
+        for n in sizes:
+            total += len(f.read(n))
+    return total
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+def test_preads_from_threads_equal_the_files_bytes(url, buffering, tight_switching):
+    data = random.Random(1).randbytes(SIZE)
+    write_file(url, data, pieces=37)
+    with hpcbridge.open(url, "rb", buffering=buffering) as f:
+        def work(i):
+            rng = random.Random(i)
+            for _ in range(150):
+                offset, n = rng.randrange(SIZE + 100), rng.randrange(40_000)
+                if i % 2:
+                    assert f.pread(n, offset) == data[offset:offset + n]
+                else:
+                    buffer = bytearray(n)
+                    got = f.preadinto(buffer, offset)
+                    assert bytes(buffer[:got]) == data[offset:offset + n]
+        run_threads(work)
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+def test_sequential_reads_from_threads_return_every_byte_once(url, buffering, tight_switching, tmp_path):
+    """Threads sharing the position read the file between them, each byte once, as threads
+    reading one FileIO do (unbuffered handles used to hand two threads the same bytes)."""
+    data = random.Random(2).randbytes(SIZE)
+    write_file(url, data)
+    got = [[] for _ in range(THREADS)]
+    with hpcbridge.open(url, "rb", buffering=buffering) as f:
+        def work(i):
+            rng = random.Random(i)
+            while True:
+                position_piece = f.read(rng.choice([1, 512, 4096, 30_000]))
+                if not position_piece:
+                    return
+                got[i].append(position_piece)
+        run_threads(work)
+    pieces = [p for per_thread in got for p in per_thread]
+    assert sum(map(len, pieces)) == len(data) == oracle_sequential_reads(tmp_path, data, [SIZE, 1])
+    assert all(data.find(p) >= 0 for p in pieces if len(p) >= 512)  # each piece a slice of the file
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+def test_sequential_writes_from_threads_lose_no_bytes(url, buffering, tight_switching):
+    """Every write lands at its own offset, as with threads writing one FileIO (unbuffered
+    memory and PLFS handles used to write two threads' records at one offset)."""
+    record = 37
+    with hpcbridge.open(url, "wb", buffering=buffering) as f:
+        def work(i):
+            for _ in range(300):
+                f.write(bytes([65 + i]) * record)
+        run_threads(work)
+        assert f.tell() == THREADS * 300 * record
+    content = hpcbridge.open(url, "rb").read()
+    assert len(content) == THREADS * 300 * record
+    assert [content.count(bytes([65 + i])) for i in range(THREADS)] == [300 * record] * THREADS
+
+
+@pytest.mark.parametrize("buffering", [0, -1])
+def test_disjoint_pwrites_from_threads_make_the_oracle_file(url, buffering, tight_switching, tmp_path):
+    rng = random.Random(3)
+    data = rng.randbytes(SIZE)
+    cuts = sorted(rng.sample(range(1, SIZE), 150))
+    ranges = list(zip([0, *cuts], [*cuts, SIZE]))
+    rng.shuffle(ranges)
+    with hpcbridge.open(url, "wb", buffering=buffering) as f:
+        def work(i):
+            for a, b in ranges[i::THREADS]:
+                assert f.pwrite(data[a:b], a) == b - a
+        run_threads(work)
+    assert hpcbridge.open(url, "rb").read() == data
+
+
+def test_close_racing_reads_fails_cleanly(url):
+    data = random.Random(4).randbytes(SIZE)
+    write_file(url, data, pieces=11)
+    for round_ in range(5):
+        f = hpcbridge.open(url, "rb")
+        closing = threading.Event()
+
+        def work(i):
+            rng = random.Random(i + 10 * round_)
+            if i == 0:
+                closing.wait(1)
+                f.close()
+                return
+            for k in range(400):
+                if k == 20:
+                    closing.set()
+                offset, n = rng.randrange(SIZE), rng.randrange(20_000)
+                try:
+                    got = f.pread(n, offset)
+                except (ValueError, OSError):
+                    return
+                assert got == data[offset:offset + n]
+        run_threads(work)
+
+
+# -- the readahead window (HDFS's buffered reader), over a memory file ----------------------
+
+def readahead_reader(tmp_path, data: bytes) -> ReadaheadReader:
+    url = f"memory://threads-ra-{tmp_path.name}/f.bin"
+    write_file(url, data)
+    fs, path = hpcbridge.url_to_fs(url)
+    return ReadaheadReader(fs.open(path, "rb", buffering=0), readahead=64 << 10)
+
+
+def test_readahead_reads_from_threads_return_slices_of_the_file(tmp_path, tight_switching):
+    """Each read through the window returns bytes of the file at the position it read from, as
+    io.BufferedReader does under its lock (the window's fast path used to pair one chunk's
+    offset with another chunk's bytes)."""
+    data = random.Random(5).randbytes(SIZE)
+    f = readahead_reader(tmp_path, data)
+
+    def work(i):
+        rng = random.Random(i)
+        for _ in range(300):
+            if rng.random() < 0.1:
+                f.seek(rng.randrange(SIZE))
+            got = f.read(rng.choice([100, 4096, 70_000]))
+            assert not got or data.find(got) >= 0
+    try:
+        run_threads(work)
+    finally:
+        f.close()
+
+
+def test_readahead_sequential_reads_from_threads_return_every_byte_once(tmp_path, tight_switching):
+    data = random.Random(6).randbytes(SIZE)
+    f = readahead_reader(tmp_path, data)
+    counts = [0] * THREADS
+
+    def work(i):
+        rng = random.Random(i)
+        while True:
+            got = f.read(rng.choice([1, 512, 4096, 70_000]))
+            if not got:
+                return
+            counts[i] += len(got)
+    try:
+        run_threads(work)
+        assert sum(counts) == SIZE and f.tell() == SIZE
+    finally:
+        f.close()
