@@ -228,3 +228,43 @@ def test_readahead_sequential_reads_from_threads_return_every_byte_once(tmp_path
         assert sum(counts) == SIZE and f.tell() == SIZE
     finally:
         f.close()
+
+
+@pytest.mark.parametrize("backend", ["file", "memory"])
+def test_pwrite_on_a_read_write_handle_keeps_another_threads_position(backend, tmp_path, tight_switching):
+    """A pwrite never moves the position (os.pwrite on a descriptor another thread reads): the
+    reader reads the file once. pwrite used to tell, seek to the end and seek back, undoing a
+    read another thread made meanwhile, which then read those bytes again."""
+    url = urls(tmp_path)[backend]
+    data = random.Random(8).randbytes(SIZE)
+    write_file(url, data)
+    for round_ in range(4):
+        read = [0]
+        done = threading.Event()
+        with hpcbridge.open(url, "r+b") as f:
+            def work(i):
+                rng = random.Random(i + 2 * round_)
+                if i == 0:
+                    while not done.is_set():
+                        offset = rng.randrange(SIZE - 100)
+                        f.pwrite(data[offset:offset + 100], offset)  # the same bytes: content unchanged
+                    return
+                try:
+                    while chunk := f.read(1024):
+                        read[0] += len(chunk)
+                finally:
+                    done.set()
+            run_threads(work, 2)
+        assert read[0] == SIZE
+
+
+@pytest.mark.parametrize("backend", ["file", "memory"])  # PLFS handles are read-only or write-only
+def test_pwrite_on_a_read_write_handle_is_seen_by_the_next_read(backend, tmp_path):
+    """The read buffer is dropped by a pwrite (as the bytes of os.pwrite are seen by the next read)."""
+    url = urls(tmp_path)[backend]
+    write_file(url, b"a" * 100)
+    with hpcbridge.open(url, "r+b") as f:
+        assert f.read(10) == b"a" * 10
+        f.pwrite(b"B" * 20, 10)
+        assert f.tell() == 10
+        assert f.read(5) == b"BBBBB" and f.tell() == 15

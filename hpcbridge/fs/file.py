@@ -483,11 +483,12 @@ class _Positional:
         self._flush_writes()
         n = self.raw.pwrite(data, offset)
         if self.readable():
-            # The read buffer may hold the bytes just overwritten: drop it. A SEEK_END seek is the
-            # one that always discards io's read buffer; the second seek restores the position.
-            position = self.tell()
-            self.seek(0, io.SEEK_END)
-            self.seek(position)
+            # The read buffer may hold the bytes just overwritten: drop it. BufferedRandom.flush
+            # discards the read buffer and rewinds the raw file to the logical position in one
+            # call under io's lock. (A tell, a SEEK_END seek and a seek back, as before, put
+            # the position back to where it was before another thread's read: that thread then
+            # read the same bytes again.)
+            self.flush()
         return n
 
     def sync(self) -> None:
