@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import hpcbridge
-from tests.test_shared_handle_threads import run_threads
+from tests.test_shared_handle_threads import run_threads, tight_switching  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.hdfs
 
@@ -148,6 +148,7 @@ def test_plfs_preads_from_threads_across_records_and_holes(plfs_shared, bufferin
         run_threads(work)
 
 
+@pytest.mark.usefixtures("tight_switching")
 @pytest.mark.parametrize("buffering", [0, -1])
 def test_plfs_writes_and_pwrites_from_threads(hdfs_cluster, hdfs_options, hdfs_root, buffering):
     """Sequential writes land once each; disjoint pwrites make the oracle file."""
