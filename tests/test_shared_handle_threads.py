@@ -7,9 +7,11 @@ call advances the shared position atomically (the kernel's file position lock; i
 from __future__ import annotations
 
 import io
+import os
 import random
 import sys
 import threading
+import time
 
 import pytest
 
@@ -268,3 +270,45 @@ def test_pwrite_on_a_read_write_handle_is_seen_by_the_next_read(backend, tmp_pat
         f.pwrite(b"B" * 20, 10)
         assert f.tell() == 10
         assert f.read(5) == b"BBBBB" and f.tell() == 15
+
+
+def test_plfs_close_racing_reads_closes_every_log_and_never_pulls_one_from_under_a_read(
+        tmp_path, tight_switching):
+    """close() while other threads read: they end with ValueError or their bytes, as a read of a
+    io.BufferedReader being closed does; never EBADF (the data log's descriptor closed under a
+    read, whose number another open could have taken: another file's bytes), and once every
+    read ended no descriptor of the container is left open (a read that passed the open check
+    as close ran used to reopen a log that nothing closed)."""
+    url = urls(tmp_path)["plfs+file"]
+    container = str(tmp_path / "f.plfs")
+    data = random.Random(9).randbytes(SIZE)
+    write_file(url, data, pieces=23)
+
+    def open_logs():
+        fds = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith(container):
+                    fds.append(fd)
+            except OSError:
+                pass
+        return fds
+
+    for round_ in range(15):
+        f = hpcbridge.open(url, "rb", buffering=0)
+
+        def work(i):
+            rng = random.Random(i + 10 * round_)
+            if i == 0:
+                time.sleep(0.001 * rng.random())
+                f.close()
+                return
+            for _ in range(100):
+                offset, n = rng.randrange(SIZE), rng.randrange(30_000)
+                try:
+                    got = f.pread(n, offset)
+                except ValueError:
+                    return
+                assert got == data[offset:offset + n]
+        run_threads(work)
+        assert open_logs() == []

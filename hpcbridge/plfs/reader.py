@@ -477,6 +477,7 @@ class PlfsReader:
         self._seek_lock = threading.Lock()
         self._handles: collections.OrderedDict = collections.OrderedDict()
         self._in_use: dict[int, int] = {}
+        self._closed = False  # no new log opens; logs in use close at their release
         self._lock = threading.Lock()
         self._pool = CallPool(threads, f"plfs {container.url}")
         # On kernel file systems (ones that map files) a read is a memory copy from the page
@@ -493,6 +494,8 @@ class PlfsReader:
         may be passed while more reads than ``max_open`` run at once.
         """
         with self._lock:
+            if self._closed:  # a read that passed the handle's open check as close() ran
+                raise ValueError(f"I/O operation on closed file {self.container.url}")
             handle = self._handles.pop(writer, None)
             if handle is None:
                 fs, path = self.container.data_log(writer)
@@ -509,6 +512,8 @@ class PlfsReader:
             left = self._in_use.pop(writer) - 1
             if left:
                 self._in_use[writer] = left
+            elif self._closed:  # close() left this log to its last read
+                self._handles.pop(writer).close()
             self._evict()
 
     def _evict(self) -> None:
@@ -986,8 +991,10 @@ class PlfsReader:
             position += length
 
     def close(self) -> None:
-        """Close the data logs."""
+        """Close the data logs; a log another thread is reading from is closed when that read
+        ends (:meth:`_release`): closing its descriptor under the read failed it with EBADF, or
+        read another file that took the descriptor number meanwhile."""
         with self._lock:
-            for handle in self._handles.values():
-                handle.close()
-            self._handles.clear()
+            self._closed = True
+            for writer in [w for w in self._handles if w not in self._in_use]:
+                self._handles.pop(writer).close()
