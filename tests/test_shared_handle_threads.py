@@ -312,3 +312,29 @@ def test_plfs_close_racing_reads_closes_every_log_and_never_pulls_one_from_under
                 assert got == data[offset:offset + n]
         run_threads(work)
         assert open_logs() == []
+
+
+def test_block_cache_file_sequential_reads_from_threads_return_every_byte_once(tmp_path, tight_switching):
+    """hdf5's BlockCacheFile (xarray's file object) shared by threads outside h5py: each byte
+    read once, as from one FileIO (two threads used to read the same bytes)."""
+    from hpcbridge.hdf5.cache import BlockCacheFile
+
+    url = urls(tmp_path)["memory"]
+    data = random.Random(10).randbytes(SIZE)
+    write_file(url, data)
+    fs, path = hpcbridge.url_to_fs(url)
+    f = BlockCacheFile(fs.open(path, "rb", buffering=0), SIZE, url, block=16 << 10)
+    counts = [0] * THREADS
+
+    def work(i):
+        rng = random.Random(i)
+        while True:
+            got = f.read(rng.choice([1, 512, 4096, 70_000]))
+            if not got:
+                return
+            counts[i] += len(got)
+    try:
+        run_threads(work)
+    finally:
+        f.close()
+    assert sum(counts) == SIZE

@@ -59,6 +59,9 @@ class BlockCacheFile(io.RawIOBase):
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._pos = 0
+        # readinto/seek read and move the position in one step for threads sharing the file
+        # outside h5py (whose global lock serialises its own calls), as FileIO's position lock.
+        self._position_lock = threading.Lock()
         #: Storage fetches (cached blocks and bypassing reads) and bytes fetched: ``[(offset, length)]``.
         self.fetched: list[tuple[int, int]] = []
 
@@ -90,11 +93,12 @@ class BlockCacheFile(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Move the position (as ``io``)."""
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        if base + offset < 0:
-            raise OSError(f"negative seek position {base + offset} in {self.url}")
-        self._pos = base + offset
-        return self._pos
+        with self._position_lock:
+            base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+            if base + offset < 0:
+                raise OSError(f"negative seek position {base + offset} in {self.url}")
+            self._pos = base + offset
+            return self._pos
 
     def tell(self) -> int:
         """The position."""
@@ -103,10 +107,10 @@ class BlockCacheFile(io.RawIOBase):
     def readinto(self, buffer) -> int:
         """Read at the position into ``buffer`` and advance (h5py's read: storage calls run on
         this thread, see the module's docstring)."""
-        with calls_on_this_thread():
+        with self._position_lock, calls_on_this_thread():
             n = self.preadinto(buffer, self._pos)
-        self._pos += n
-        return n
+            self._pos += n
+            return n
 
     def _get(self, index: int) -> bytes:
         with self._lock:
