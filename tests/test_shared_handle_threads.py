@@ -78,6 +78,84 @@ def write_file(url: str, data: bytes, pieces: int = 0) -> None:
             f.pwrite(data[start:start + step], start)
 
 
+READ_SIZES = [1, 512, 4096, 70_000]
+
+
+def read_to_the_end(f, i: int, counts: list, data: bytes | None = None) -> None:
+    """Thread ``i``'s part of reading ``f`` to its end in reads of mixed sizes, counted in
+    ``counts[i]``; with ``data``, each piece of 512 bytes or more must be a slice of it."""
+    rng = random.Random(i)
+    while got := f.read(rng.choice(READ_SIZES)):
+        assert data is None or len(got) < 512 or data.find(got) >= 0
+        counts[i] += len(got)
+
+
+def check_preads(f, i: int, data: bytes, offsets, lengths, calls: int) -> None:
+    """Thread ``i``'s positional reads of ``f`` (``pread`` on odd threads, ``preadinto`` on even
+    ones) at ``offsets(rng)`` for ``lengths(rng)`` bytes: each the file's bytes there."""
+    rng = random.Random(i)
+    for _ in range(calls):
+        offset, n = offsets(rng), lengths(rng)
+        if i % 2:
+            assert f.pread(n, offset) == data[offset:offset + n]
+        else:
+            buffer = bytearray(n)
+            got = f.preadinto(buffer, offset)
+            assert bytes(buffer[:got]) == data[offset:offset + n]
+
+
+def write_records(f, record: int, per_thread: int) -> None:
+    """Each thread writes ``per_thread`` records of ``record`` bytes of its own letter to ``f``."""
+    def work(i):
+        for _ in range(per_thread):
+            f.write(bytes([65 + i]) * record)
+    run_threads(work)
+
+
+def assert_every_record_once(content: bytes, record: int, per_thread: int) -> None:
+    """Every thread's records are in ``content`` once each, none overwritten by another's."""
+    assert [content.count(bytes([65 + i])) for i in range(THREADS)] == [per_thread * record] * THREADS
+
+
+def pwrite_disjoint_ranges(f, data: bytes, ranges) -> None:
+    """Threads pwrite ``data``'s ``ranges`` (disjoint), each its share of them."""
+    def work(i):
+        for a, b in ranges[i::THREADS]:
+            assert f.pwrite(data[a:b], a) == b - a
+    run_threads(work)
+
+
+def race_close_with_reads(open_handle, data: bytes, rounds: int, reads: int, longest: int,
+                          seek_and_read: bool = False) -> None:
+    """Thread 0 closes a handle that the others read at random offsets (``pread``, or with
+    ``seek_and_read`` on even threads ``seek`` + ``read``): each read gives the file's bytes or
+    raises ValueError/OSError, as reads of an io object being closed do; none hangs."""
+    for round_ in range(rounds):
+        f = open_handle()
+        reading = threading.Event()
+
+        def work(i):
+            rng = random.Random(i + 10 * round_)
+            if i == 0:
+                reading.wait(5)
+                f.close()
+                return
+            for k in range(reads):
+                if k == reads // 10:
+                    reading.set()
+                offset, n = rng.randrange(len(data)), rng.randrange(longest)
+                try:
+                    if seek_and_read and not i % 2:
+                        f.seek(offset)
+                        f.read(n)
+                        continue
+                    got = f.pread(n, offset)
+                except (ValueError, OSError):
+                    return
+                assert got == data[offset:offset + n]
+        run_threads(work)
+
+
 def oracle_sequential_reads(tmp_path, data: bytes, sizes) -> int:
     """What FileIO on one shared descriptor gives threads reading to the end: every byte once."""
     path = tmp_path / "oracle.bin"
@@ -94,17 +172,8 @@ def test_preads_from_threads_equal_the_files_bytes(url, buffering, tight_switchi
     data = random.Random(1).randbytes(SIZE)
     write_file(url, data, pieces=37)
     with hpcbridge.open(url, "rb", buffering=buffering) as f:
-        def work(i):
-            rng = random.Random(i)
-            for _ in range(150):
-                offset, n = rng.randrange(SIZE + 100), rng.randrange(40_000)
-                if i % 2:
-                    assert f.pread(n, offset) == data[offset:offset + n]
-                else:
-                    buffer = bytearray(n)
-                    got = f.preadinto(buffer, offset)
-                    assert bytes(buffer[:got]) == data[offset:offset + n]
-        run_threads(work)
+        run_threads(lambda i: check_preads(f, i, data, lambda rng: rng.randrange(SIZE + 100),
+                                           lambda rng: rng.randrange(40_000), 150))
 
 
 @pytest.mark.parametrize("buffering", [0, -1])
@@ -134,14 +203,11 @@ def test_sequential_writes_from_threads_lose_no_bytes(url, buffering, tight_swit
     memory and PLFS handles used to write two threads' records at one offset)."""
     record = 37
     with hpcbridge.open(url, "wb", buffering=buffering) as f:
-        def work(i):
-            for _ in range(300):
-                f.write(bytes([65 + i]) * record)
-        run_threads(work)
+        write_records(f, record, 300)
         assert f.tell() == THREADS * 300 * record
     content = hpcbridge.open(url, "rb").read()
     assert len(content) == THREADS * 300 * record
-    assert [content.count(bytes([65 + i])) for i in range(THREADS)] == [300 * record] * THREADS
+    assert_every_record_once(content, record, 300)
 
 
 @pytest.mark.parametrize("buffering", [0, -1])
@@ -152,36 +218,14 @@ def test_disjoint_pwrites_from_threads_make_the_oracle_file(url, buffering, tigh
     ranges = list(zip([0, *cuts], [*cuts, SIZE]))
     rng.shuffle(ranges)
     with hpcbridge.open(url, "wb", buffering=buffering) as f:
-        def work(i):
-            for a, b in ranges[i::THREADS]:
-                assert f.pwrite(data[a:b], a) == b - a
-        run_threads(work)
+        pwrite_disjoint_ranges(f, data, ranges)
     assert hpcbridge.open(url, "rb").read() == data
 
 
 def test_close_racing_reads_fails_cleanly(url):
     data = random.Random(4).randbytes(SIZE)
     write_file(url, data, pieces=11)
-    for round_ in range(5):
-        f = hpcbridge.open(url, "rb")
-        closing = threading.Event()
-
-        def work(i):
-            rng = random.Random(i + 10 * round_)
-            if i == 0:
-                closing.wait(1)
-                f.close()
-                return
-            for k in range(400):
-                if k == 20:
-                    closing.set()
-                offset, n = rng.randrange(SIZE), rng.randrange(20_000)
-                try:
-                    got = f.pread(n, offset)
-                except (ValueError, OSError):
-                    return
-                assert got == data[offset:offset + n]
-        run_threads(work)
+    race_close_with_reads(lambda: hpcbridge.open(url, "rb"), data, rounds=5, reads=400, longest=20_000)
 
 
 # -- the readahead window (HDFS's buffered reader), over a memory file ----------------------
@@ -217,16 +261,8 @@ def test_readahead_sequential_reads_from_threads_return_every_byte_once(tmp_path
     data = random.Random(6).randbytes(SIZE)
     f = readahead_reader(tmp_path, data)
     counts = [0] * THREADS
-
-    def work(i):
-        rng = random.Random(i)
-        while True:
-            got = f.read(rng.choice([1, 512, 4096, 70_000]))
-            if not got:
-                return
-            counts[i] += len(got)
     try:
-        run_threads(work)
+        run_threads(lambda i: read_to_the_end(f, i, counts))
         assert sum(counts) == SIZE and f.tell() == SIZE
     finally:
         f.close()
@@ -325,16 +361,8 @@ def test_block_cache_file_sequential_reads_from_threads_return_every_byte_once(t
     fs, path = hpcbridge.url_to_fs(url)
     f = BlockCacheFile(fs.open(path, "rb", buffering=0), SIZE, url, block=16 << 10)
     counts = [0] * THREADS
-
-    def work(i):
-        rng = random.Random(i)
-        while True:
-            got = f.read(rng.choice([1, 512, 4096, 70_000]))
-            if not got:
-                return
-            counts[i] += len(got)
     try:
-        run_threads(work)
+        run_threads(lambda i: read_to_the_end(f, i, counts))
     finally:
         f.close()
     assert sum(counts) == SIZE

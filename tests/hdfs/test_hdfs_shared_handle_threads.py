@@ -7,12 +7,13 @@ writes, and close racing reads. The memory and POSIX cases: tests/test_shared_ha
 from __future__ import annotations
 
 import random
-import threading
 
 import pytest
 
 import hpcbridge
-from tests.test_shared_handle_threads import run_threads, tight_switching  # noqa: F401 - a fixture
+from tests.test_shared_handle_threads import (assert_every_record_once, check_preads, pwrite_disjoint_ranges,
+                                              race_close_with_reads, read_to_the_end, run_threads, write_records)
+from tests.test_shared_handle_threads import tight_switching  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.hdfs
 
@@ -36,18 +37,9 @@ def shared(hdfs_cluster, hdfs_options, hdfs_root):
 def test_preads_from_threads_across_blocks(shared, buffering):
     fs, path, data = shared
     with fs.open(path, "rb", buffering=buffering) as f:
-        def work(i):
-            rng = random.Random(i)
-            for _ in range(40):
-                offset = rng.choice([rng.randrange(SIZE + 10), rng.randrange(1, 4) * BLOCK - rng.randrange(100)])
-                n = rng.randrange(2 * BLOCK)
-                if i % 2:
-                    assert f.pread(n, offset) == data[offset:offset + n]
-                else:
-                    buffer = bytearray(n)
-                    got = f.preadinto(buffer, offset)
-                    assert bytes(buffer[:got]) == data[offset:offset + n]
-        run_threads(work)
+        def offsets(rng):  # anywhere, or just before a block boundary
+            return rng.choice([rng.randrange(SIZE + 10), rng.randrange(1, 4) * BLOCK - rng.randrange(100)])
+        run_threads(lambda i: check_preads(f, i, data, offsets, lambda rng: rng.randrange(2 * BLOCK), 40))
 
 
 @pytest.mark.parametrize("prefetch", [False, True])
@@ -66,12 +58,7 @@ def test_reads_through_the_shared_window_return_every_byte_once(hdfs_cluster, hd
                     offset, n = rng.randrange(SIZE), rng.randrange(50_000)
                     assert f.pread(n, offset) == data[offset:offset + n]
                 return
-            while True:
-                got = f.read(rng.choice([1, 512, 4096, 70_000]))
-                if not got:
-                    return
-                assert len(got) < 512 or data.find(got) >= 0
-                counts[i] += len(got)
+            read_to_the_end(f, i, counts, data)
         run_threads(work)
         assert sum(counts) == SIZE and f.tell() == SIZE
 
@@ -82,10 +69,7 @@ def test_sequential_writes_from_threads_lose_no_bytes(hdfs_cluster, hdfs_options
     url = f"{hdfs_root}/w.bin"
     record = 1000
     with fs.open(url, "wb", buffering=buffering) as f:
-        def work(i):
-            for _ in range(50):
-                f.write(bytes([65 + i]) * record)
-        run_threads(work)
+        write_records(f, record, 50)
         assert f.tell() == THREADS * 50 * record
     content = fs.read_bytes(url)
     assert len(content) == THREADS * 50 * record
@@ -95,27 +79,7 @@ def test_sequential_writes_from_threads_lose_no_bytes(hdfs_cluster, hdfs_options
 
 def test_close_racing_reads_fails_cleanly(shared):
     fs, path, data = shared
-    for round_ in range(3):
-        f = fs.open(path, "rb")
-        started = threading.Event()
-
-        def work(i):
-            rng = random.Random(i + 10 * round_)
-            if i == 0:
-                started.wait(5)
-                f.close()
-                return
-            for k in range(40):
-                if k == 3:
-                    started.set()
-                offset, n = rng.randrange(SIZE), rng.randrange(100_000)
-                try:
-                    got = f.pread(n, offset) if i % 2 else (f.seek(offset), f.read(n))[1]
-                except (ValueError, OSError):
-                    return
-                if i % 2:
-                    assert got == data[offset:offset + n]
-        run_threads(work)
+    race_close_with_reads(lambda: fs.open(path, "rb"), data, rounds=3, reads=40, longest=100_000, seek_and_read=True)
 
 
 # -- plfs+hdfs: data logs in HDFS blocks, reads across index records and holes ---------------
@@ -155,41 +119,15 @@ def test_plfs_writes_and_pwrites_from_threads(hdfs_cluster, hdfs_options, hdfs_r
     fs = hpcbridge.connect(f"plfs+hdfs://127.0.0.1:{hdfs_cluster.info.rpc_port}/", **hdfs_options)
     record = 1000
     with fs.open(f"{hdfs_root}/w.plfs", "wb", buffering=buffering) as f:
-        def work(i):
-            for _ in range(50):
-                f.write(bytes([65 + i]) * record)
-        run_threads(work)
-    content = fs.read_bytes(f"{hdfs_root}/w.plfs")
-    assert sorted(content.count(bytes([65 + i])) for i in range(THREADS)) == [50 * record] * THREADS
+        write_records(f, record, 50)
+    assert_every_record_once(fs.read_bytes(f"{hdfs_root}/w.plfs"), record, 50)
     data = random.Random(13).randbytes(SIZE)
     ranges = [(s, min(s + 7_777, SIZE)) for s in range(0, SIZE, 7_777)]
     with fs.open(f"{hdfs_root}/p.plfs", "wb", buffering=buffering) as f:
-        def pwrites(i):
-            for a, b in ranges[i::THREADS]:
-                f.pwrite(data[a:b], a)
-        run_threads(pwrites)
+        pwrite_disjoint_ranges(f, data, ranges)
     assert fs.read_bytes(f"{hdfs_root}/p.plfs") == data
 
 
 def test_plfs_close_racing_reads_fails_cleanly(plfs_shared):
     fs, path, data = plfs_shared
-    for round_ in range(3):
-        f = fs.open(path, "rb")
-        started = threading.Event()
-
-        def work(i):
-            rng = random.Random(i + 10 * round_)
-            if i == 0:
-                started.wait(5)
-                f.close()
-                return
-            for k in range(40):
-                if k == 3:
-                    started.set()
-                offset, n = rng.randrange(SIZE), rng.randrange(100_000)
-                try:
-                    got = f.pread(n, offset)
-                except (ValueError, OSError):
-                    return
-                assert got == data[offset:offset + n]
-        run_threads(work)
+    race_close_with_reads(lambda: fs.open(path, "rb"), data, rounds=3, reads=40, longest=100_000)
