@@ -27,13 +27,18 @@ from .scheduling import DEFAULT_BALANCE, LocalReadTask, current_client, ensure_p
 __all__ = ["read_blocks", "read_text", "read_records", "read_csv", "plan", "job_report", "BlockBag"]
 
 
+def _label(url_or_glob) -> str:
+    """How errors name a read: its URL or glob, or the list of them."""
+    return url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+
+
 def plan(url_or_glob, blocksize: int | None = None, partition_size: int | None = None, delimiter=None,
          record_size: int | None = None, storage_options: dict | None = None):
     """``(fs, paths, format, partitions)`` of a read, without building a collection.
 
     Validates the arguments as :func:`read_blocks` does (errors name the URL or glob).
     """
-    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+    label = _label(url_or_glob)
     fmt = RecordFormat.make(delimiter, record_size, label)
     if blocksize is not None and (isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize <= 0):
         raise ValueError(f"blocksize must be a positive integer (bytes) for {label}, got {blocksize!r}")
@@ -104,7 +109,7 @@ def read_blocks(url_or_glob, blocksize: int | None = None, delimiter: bytes | No
     job = job or uuid.uuid4().hex[:12]
     versions = [(p, fs.version(p)) for p in paths]
     name = "hpcbridge-read-" + tokenize(fs, versions, fmt, partitions, job)
-    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+    label = _label(url_or_glob)
     placement: dict[int, list[str]] = {}
     client = current_client(client)
     if locality and client is not None and ensure_plugin(client):
@@ -197,7 +202,7 @@ def read_text(url_or_glob, encoding: str = "utf-8", delimiter: bytes | None = No
     if delimiter is not None and not (isinstance(delimiter, bytes) and delimiter):
         raise ValueError(f"delimiter must be non-empty bytes or None for {url_or_glob}, got {delimiter!r}")
     # Before any task runs, and naming the files (codecs' LookupError names only the encoding).
-    text_codec(encoding, f"read_text of {url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)}")
+    text_codec(encoding, f"read_text of {_label(url_or_glob)}")
     if delimiter is not None:
         try:
             delimiter.decode(encoding)
@@ -335,7 +340,7 @@ def read_csv(url_or_glob, names: list[str], meta=None, **kwargs):
     block_keys = {"blocksize", "partition_size", "locality", "client", "job", "storage_options"}
     block_kwargs = {k: v for k, v in kwargs.items() if k in block_keys}
     pandas_kwargs = {k: v for k, v in kwargs.items() if k not in block_keys}
-    label = url_or_glob if isinstance(url_or_glob, str) else repr(url_or_glob)
+    label = _label(url_or_glob)
     encoding = pandas_kwargs.get("encoding") or "utf-8"
     text_codec(encoding, f"read_csv of {label}")  # as pandas' LookupError, but naming the files
     # Rows end at pandas' line terminator: cut the files there, not at every b"\n".

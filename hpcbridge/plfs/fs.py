@@ -77,17 +77,6 @@ class _PlfsWriteRaw(RawFile):
                                           "to the end")
         return self._writer.write(view, offset)
 
-    def write(self, data) -> int:
-        """Write at the current position (the end in append mode)."""
-        view = readable_bytes(data, self.url)
-        with self._position_lock:  # threads sharing the handle: one offset each (see RawFile)
-            if self._open_mode.append:
-                self._pos = self.size()
-            self._check_access(self._pos, len(view))
-            n = self._writer.write(view, self._pos)
-            self._pos += n
-            return n
-
     def preadinto(self, buffer, offset: int) -> int:
         """Refused: the handle is write-only."""
         self._check_open()
